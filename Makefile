@@ -1,0 +1,44 @@
+# Makefile for dlock (PGXS)
+#
+#   make && make install        build and install into the pg_config in PATH
+#   make installcheck           pg_regress, isolation and TAP tests against PGHOST/PGPORT
+#
+# The supported way to run everything is scripts/test.sh (see README.md): it
+# installs what is missing, starts a throwaway cluster as an unprivileged user
+# and runs all three suites.
+
+EXTENSION = dlock
+MODULE_big = dlock
+OBJS = \
+	src/dlock.o \
+	src/args.o \
+	src/keylock.o \
+	src/lease.o \
+	src/lease_funcs.o \
+	src/token.o \
+	src/spi_access.o \
+	src/xact.o \
+	src/acquire.o \
+	src/wait.o \
+	src/shmem.o \
+	src/stats.o
+
+DATA = dlock--0.1.sql
+PGFILEDESC = "dlock - lease locks with fencing tokens"
+
+REGRESS = lease_basic lease_errors lease_roles
+REGRESS_OPTS = --load-extension=dlock
+
+ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder
+ISOLATION_OPTS = --load-extension=dlock
+
+TAP_TESTS = 1
+
+PG_CPPFLAGS = -I$(srcdir)/src
+SHLIB_LINK =
+
+EXTRA_CLEAN = results regression.diffs regression.out tmp_check tmp_check_iso output_iso log
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,139 @@
+/* dlock--0.1.sql: lease locks with fencing tokens */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION dlock" to load this file. \quit
+
+-- ---------------------------------------------------------------------
+-- Internal storage.  Nothing here is granted to anyone: dlock's C code
+-- switches to the owner of schema dlock for its own queries.
+-- ---------------------------------------------------------------------
+CREATE SCHEMA dlock;
+REVOKE ALL ON SCHEMA dlock FROM PUBLIC;
+COMMENT ON SCHEMA dlock IS 'internal storage of the dlock extension; use the dlock_* functions and views';
+
+CREATE TABLE dlock.lease (
+    key         text COLLATE "C" NOT NULL PRIMARY KEY,
+    holder      text,               -- NULL: free
+    owner       oid,                -- role that holds it
+    token       bigint NOT NULL,    -- last fencing token granted
+    ttl_us      bigint NOT NULL,    -- ttl it was granted with, in microseconds
+    acquired_at timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL
+) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.05);
+REVOKE ALL ON dlock.lease FROM PUBLIC;
+COMMENT ON TABLE dlock.lease IS 'one row per key: its lease, or a free key kept for HOT reuse until cleanup';
+
+CREATE SEQUENCE dlock.token_seq;
+REVOKE ALL ON SEQUENCE dlock.token_seq FROM PUBLIC;
+COMMENT ON SEQUENCE dlock.token_seq IS 'fencing tokens: (timeline << 47) + n, see token.c';
+-- leases are not dumped (they belong to running processes); the token
+-- sequence is, so that a restored database never hands out a lower token
+SELECT pg_catalog.pg_extension_config_dump('dlock.token_seq', '');
+
+-- ---------------------------------------------------------------------
+-- Lease locks
+-- ---------------------------------------------------------------------
+CREATE FUNCTION dlock_acquire(key text, holder text,
+                              ttl interval DEFAULT '30 seconds',
+                              wait interval DEFAULT '0')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval) IS
+'acquire key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
+
+CREATE FUNCTION dlock_release(key text, holder text, token bigint DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_release_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_release(text, text, bigint) IS
+'free key if holder (and the calling role) holds it, with that token if given; true when it was freed';
+
+CREATE FUNCTION dlock_renew(key text, holder text, ttl interval DEFAULT NULL,
+                            token bigint DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_renew_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_renew(text, text, interval, bigint) IS
+'extend the holder''s unexpired lease to now + ttl (NULL: its granted ttl); false when the lease is lost';
+
+CREATE FUNCTION dlock_validate(key text, holder text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_validate_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_validate(text, text, bigint) IS
+'fence: true when holder holds key with exactly this token; the lease then cannot change hands until this transaction ends';
+
+CREATE FUNCTION dlock_release_all(holder text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_release_all_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_release_all(text) IS
+'free every unexpired lease of holder taken by the calling role; returns how many';
+
+CREATE FUNCTION dlock_force_release(key text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_force_release_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION dlock_force_release(text) FROM PUBLIC;
+COMMENT ON FUNCTION dlock_force_release(text) IS
+'for operators: free the unexpired lease on key, whoever holds it';
+
+CREATE FUNCTION dlock_cleanup(idle interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_cleanup_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;
+COMMENT ON FUNCTION dlock_cleanup(interval) IS
+'for operators: delete rows of keys free or expired for longer than idle (NULL: dlock.idle_key_lifetime)';
+
+CREATE VIEW dlock_locks AS
+    SELECT l.key,
+           l.holder,
+           l.owner::pg_catalog.regrole AS owner,
+           l.token,
+           l.acquired_at,
+           l.expires_at
+      FROM dlock.lease l
+     WHERE l.holder IS NOT NULL
+       AND l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+GRANT SELECT ON dlock_locks TO PUBLIC;
+COMMENT ON VIEW dlock_locks IS 'one row per unexpired lease';
+
+-- ---------------------------------------------------------------------
+-- Observability
+-- ---------------------------------------------------------------------
+CREATE FUNCTION dlock_waiters(OUT pid integer, OUT key text, OUT holder text,
+                              OUT waiting_since timestamptz,
+                              OUT queue_position integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_waiters'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_waiters() IS
+'backends waiting in dlock_acquire in this database (needs dlock in shared_preload_libraries)';
+
+CREATE VIEW dlock_waiters AS SELECT * FROM dlock_waiters();
+GRANT SELECT ON dlock_waiters TO PUBLIC;
+COMMENT ON VIEW dlock_waiters IS 'backends waiting in dlock_acquire; queue_position 1 is next in line';
+
+CREATE FUNCTION dlock_stats(OUT acquired bigint, OUT extended bigint,
+                            OUT contended bigint, OUT waits bigint,
+                            OUT wait_time_us bigint, OUT wait_timeouts bigint,
+                            OUT handoffs bigint, OUT takeovers bigint,
+                            OUT releases bigint, OUT renewals bigint,
+                            OUT validation_failures bigint,
+                            OUT claims bigint, OUT redeliveries bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_stats'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_stats() IS
+'counters since server start (one row; no row unless dlock is in shared_preload_libraries)';

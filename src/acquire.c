@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * acquire.c
+ *		dlock_acquire as a whole: one attempt, and with wait > 0, a place
+ *		in the key's queue and sleeps until the key can be taken or the
+ *		wait runs out.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+
+#include "dlock.h"
+#include "shmem.h"
+
+static DlockAcquireResult
+attempt(text *key, text *holder, int64 ttl_us, uint64 hash, int64 *token,
+		TimestampTz *expires_at)
+{
+	return dlock_lease_try_acquire(key, holder, ttl_us,
+								   dlock_wait_queue_blocks(hash),
+								   token, expires_at);
+}
+
+static void
+count_grant(DlockAcquireResult r, bool waited)
+{
+	if (r == DLOCK_ACQ_EXTENDED)
+		dlock_count(DLOCK_STAT_EXTENDED, 1);
+	else
+	{
+		dlock_count(DLOCK_STAT_ACQUIRED, 1);
+		if (r == DLOCK_ACQ_TAKEOVER)
+			dlock_count(DLOCK_STAT_TAKEOVERS, 1);
+		if (waited)
+			dlock_count(DLOCK_STAT_HANDOFFS, 1);
+	}
+}
+
+/*
+ * Try to acquire key for holder; with wait_us > 0, wait up to that long.
+ * Returns true and the fencing token when acquired.
+ */
+bool
+dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
+			  int64 *token)
+{
+	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, VARDATA_ANY(key),
+										  VARSIZE_ANY_EXHDR(key)).hash;
+	TimestampTz expires_at = 0;
+	TimestampTz start;
+	TimestampTz deadline;
+	DlockAcquireResult r;
+
+	r = attempt(key, holder, ttl_us, hash, token, &expires_at);
+	if (DLOCK_ACQ_OK(r))
+	{
+		count_grant(r, false);
+		return true;
+	}
+	dlock_count(DLOCK_STAT_CONTENDED, 1);
+	if (wait_us == 0)
+		return false;
+
+	start = GetCurrentTimestamp();
+	deadline = start + wait_us;
+	dlock_count(DLOCK_STAT_WAITS, 1);
+	dlock_wait_enqueue(hash, key, holder);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+			TimestampTz wake_at = deadline;
+
+			if (now >= deadline)
+				break;
+			/* a lease nobody releases: wake when it runs out */
+			if (r == DLOCK_ACQ_BUSY && expires_at > now && expires_at < wake_at)
+				wake_at = expires_at;
+			dlock_wait_sleep(wake_at - now);
+			r = attempt(key, holder, ttl_us, hash, token, &expires_at);
+			if (DLOCK_ACQ_OK(r))
+				break;
+		}
+	}
+	PG_FINALLY();
+	{
+		dlock_wait_leave();
+	}
+	PG_END_TRY();
+
+	dlock_count(DLOCK_STAT_WAIT_US, GetCurrentTimestamp() - start);
+	if (DLOCK_ACQ_OK(r))
+	{
+		count_grant(r, true);
+		return true;
+	}
+	dlock_count(DLOCK_STAT_WAIT_TIMEOUTS, 1);
+	return false;
+}

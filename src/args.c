@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ *
+ * args.c
+ *		Argument checks shared by dlock's SQL-callable functions.
+ *
+ * dlock's functions are not STRICT: a NULL result means "not acquired",
+ * so a NULL argument must be an error, not a NULL.  Every check here
+ * raises an ERROR with a proper SQLSTATE before anything is changed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/int.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+
+static void
+check_not_null(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+}
+
+/* a non-empty text argument of at most maxbytes bytes */
+static text *
+check_name_arg(FunctionCallInfo fcinfo, int argno, const char *what,
+			   int maxbytes)
+{
+	text	   *t;
+	int			len;
+
+	check_not_null(fcinfo, argno, what);
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
+	if (len > maxbytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", what),
+				 errdetail("A %s may be at most %d bytes; this one has %d bytes.",
+						   what, maxbytes, len)));
+	return t;
+}
+
+text *
+dlock_arg_key(FunctionCallInfo fcinfo, int argno)
+{
+	return check_name_arg(fcinfo, argno, "key", DLOCK_MAX_KEY_BYTES);
+}
+
+text *
+dlock_arg_holder(FunctionCallInfo fcinfo, int argno)
+{
+	return check_name_arg(fcinfo, argno, "holder", DLOCK_MAX_HOLDER_BYTES);
+}
+
+/*
+ * An interval as microseconds, a month counting as 30 days.  Infinite or
+ * overflowing intervals come back as PG_INT64_MAX, which every caller
+ * rejects as too large.
+ */
+int64
+dlock_interval_usecs(const Interval *iv)
+{
+	int64		days = (int64) iv->month * DAYS_PER_MONTH + iv->day;
+	int64		us;
+
+	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &us) ||
+		pg_add_s64_overflow(us, iv->time, &us))
+		return (days < 0 || (days == 0 && iv->time < 0)) ? PG_INT64_MIN : PG_INT64_MAX;
+	return us;
+}
+
+/*
+ * ttl: greater than zero and at most 30 days.  With null_ok, a NULL comes
+ * back as -1 ("use the ttl the lease was granted with").
+ */
+int64
+dlock_arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_ok)
+{
+	int64		us;
+
+	if (null_ok && PG_ARGISNULL(argno))
+		return -1;
+	check_not_null(fcinfo, argno, "ttl");
+	us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(argno));
+	if (us <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be greater than zero")));
+	if (us > DLOCK_MAX_TTL_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be at most 30 days")));
+	return us;
+}
+
+/* wait: zero (do not wait) up to one day */
+int64
+dlock_arg_wait(FunctionCallInfo fcinfo, int argno)
+{
+	int64		us;
+
+	check_not_null(fcinfo, argno, "wait");
+	us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(argno));
+	if (us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait must not be negative")));
+	if (us > DLOCK_MAX_WAIT_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait must be at most 1 day")));
+	return us;
+}
+
+/*
+ * A fencing token argument.  Returns false when the argument is NULL and
+ * null_ok (no token given); a NULL where a token is required is an error.
+ */
+bool
+dlock_arg_token(FunctionCallInfo fcinfo, int argno, bool null_ok, int64 *token)
+{
+	if (PG_ARGISNULL(argno))
+	{
+		if (null_ok)
+			return false;
+		check_not_null(fcinfo, argno, "token");
+	}
+	*token = PG_GETARG_INT64(argno);
+	return true;
+}

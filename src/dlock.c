@@ -1,0 +1,47 @@
+/*-------------------------------------------------------------------------
+ *
+ * dlock.c
+ *		Module entry: _PG_init, dlock's settings (dlock.*) and, when the
+ *		library is preloaded, its shared memory hooks.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "dlock.h"
+#include "shmem.h"
+
+PG_MODULE_MAGIC;
+
+int			dlock_poll_interval_ms = 10;
+int			dlock_idle_key_lifetime_s = 3600;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("dlock.poll_interval",
+							"How often a waiting acquire polls when dlock is not preloaded.",
+							"With dlock in shared_preload_libraries, waiters are woken "
+							"instead and this setting is not used.",
+							&dlock_poll_interval_ms,
+							10, 1, 10000,
+							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.idle_key_lifetime",
+							"How long the row of a free or expired key is kept before cleanup deletes it.",
+							NULL,
+							&dlock_idle_key_lifetime_s,
+							3600, 0, 365 * 24 * 3600,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("dlock");
+
+	if (process_shared_preload_libraries_in_progress)
+		dlock_shmem_init();
+}

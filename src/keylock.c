@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * keylock.c
+ *		Per-key heavyweight locks: dlock's mutual exclusion between the
+ *		transactions that touch one key.
+ *
+ * Every function that writes a lease (or a claim) first takes a
+ * transaction-level lock on the key in PostgreSQL's lock manager, under an
+ * advisory-class lock tag of its own (field4 is a dlock class, so user
+ * advisory locks, which use 1 and 2, never collide with these).  The lock
+ * lives in shared memory only: taking it writes no WAL, and a failed try
+ * costs no transaction id.  It gives dlock three things at once:
+ *
+ *  - an acquire with wait = 0 returns at once when another open
+ *    transaction touches the key (a conditional lock), instead of waiting
+ *    on a row lock or a unique-index insertion;
+ *  - dlock_validate takes the lock in share mode and keeps it to the end
+ *    of the transaction: the fence that keeps the lease from changing
+ *    hands while the guarded write commits;
+ *  - waits for it are seen by the deadlock detector, lock_timeout,
+ *    statement_timeout and the isolation tester like any lock wait.
+ *
+ * Keys are hashed to 64 bits; a collision can only make a try report
+ * "busy" for an unrelated key, never grant anything.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+
+#include "dlock.h"
+
+DlockKeyLock
+dlock_key_for_text(DlockKeyClass klass, const char *data, int len)
+{
+	DlockKeyLock k;
+
+	k.hash = hash_bytes_extended((const unsigned char *) data, len,
+								 (uint64) klass);
+	k.klass = klass;
+	return k;
+}
+
+static void
+make_tag(const DlockKeyLock *key, LOCKTAG *tag)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
+						 (uint32) (key->hash >> 32),
+						 (uint32) key->hash,
+						 (uint16) key->klass);
+}
+
+/* Take the key's lock if nobody else holds a conflicting one; never waits. */
+bool
+dlock_key_trylock(const DlockKeyLock *key, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	make_tag(key, &tag);
+	return LockAcquire(&tag, mode, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Take the key's lock, waiting like any lock wait (interruptible). */
+void
+dlock_key_lock(const DlockKeyLock *key, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	make_tag(key, &tag);
+	(void) LockAcquire(&tag, mode, false, false);
+}
+
+/*
+ * Give the lock back before the transaction ends, for a caller that
+ * changed nothing under it.  A lock taken more than once in this
+ * transaction stays held until the last reference goes.
+ */
+void
+dlock_key_unlock(const DlockKeyLock *key, LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	make_tag(key, &tag);
+	LockRelease(&tag, mode, false);
+}

@@ -1,0 +1,518 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.c
+ *		Lease table access: the rules for granting, extending, freeing and
+ *		validating one key's lease in dlock.lease.
+ *
+ * One row per key.  A free key keeps its row (holder NULL) so that steady
+ * churn on a fixed set of keys is a chain of HOT updates: only "key" is
+ * indexed, and no update touches it.  Rows idle for longer than
+ * dlock.idle_key_lifetime are deleted by dlock_lease_cleanup, which
+ * acquires also run now and then (see maybe_cleanup).
+ *
+ * Protocol: every write happens under the key's heavyweight lock
+ * (keylock.c), and every decision is taken on the latest committed row
+ * read after that lock was granted.  Reads that can only end in "no"
+ * (someone else's live lease) are done before taking the lock, so a
+ * failed acquire writes no WAL and needs no transaction id.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "executor/spi.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "dlock.h"
+#include "lease_internal.h"
+#include "shmem.h"
+
+#define EQ " OPERATOR(pg_catalog.=) "
+
+/* ---- row access ---- */
+
+static void
+lease_lookup(text *key, DlockLease *l)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {PointerGetDatum(key)};
+	SPIPlanPtr	plan;
+	bool		isnull;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	Datum		d;
+
+	plan = dlock_spi_plan(Q_LEASE_LOOKUP,
+						  "SELECT holder, owner, token, ttl_us, expires_at"
+						  "  FROM " DLOCK_SCHEMA ".lease WHERE key" EQ "$1",
+						  1, types);
+	memset(l, 0, sizeof(*l));
+	if (dlock_spi_run(plan, values, NULL, 1, SPI_OK_SELECT) == 0)
+		return;
+
+	l->found = true;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	d = SPI_getbinval(tup, desc, 1, &isnull);
+	if (!isnull)
+	{
+		l->held = true;
+		l->holder = DatumGetTextPCopy(d);
+		l->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+	}
+	l->token = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+	l->ttl_us = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+	l->expires_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
+}
+
+/* write a new grant: insert the row, or overwrite a free/expired one */
+static void
+lease_write_grant(text *key, bool row_exists, text *holder, Oid role,
+				  int64 token, int64 ttl_us, TimestampTz now,
+				  TimestampTz expires)
+{
+	Oid			types[7] = {TEXTOID, TEXTOID, OIDOID, INT8OID, INT8OID,
+	TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[7];
+	SPIPlanPtr	plan;
+
+	values[0] = PointerGetDatum(key);
+	values[1] = PointerGetDatum(holder);
+	values[2] = ObjectIdGetDatum(role);
+	values[3] = Int64GetDatum(token);
+	values[4] = Int64GetDatum(ttl_us);
+	values[5] = TimestampTzGetDatum(now);
+	values[6] = TimestampTzGetDatum(expires);
+
+	if (row_exists)
+	{
+		plan = dlock_spi_plan(Q_LEASE_GRANT,
+							  "UPDATE " DLOCK_SCHEMA ".lease"
+							  "   SET holder = $2, owner = $3, token = $4,"
+							  "       ttl_us = $5, acquired_at = $6, expires_at = $7"
+							  " WHERE key" EQ "$1",
+							  7, types);
+		if (dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "dlock lease row vanished under its key lock");
+	}
+	else
+	{
+		plan = dlock_spi_plan(Q_LEASE_INSERT,
+							  "INSERT INTO " DLOCK_SCHEMA ".lease"
+							  " (key, holder, owner, token, ttl_us, acquired_at, expires_at)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+							  7, types);
+		dlock_spi_run(plan, values, NULL, 0, SPI_OK_INSERT);
+	}
+}
+
+static void
+lease_write_extend(text *key, int64 ttl_us, TimestampTz expires)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[3];
+	SPIPlanPtr	plan;
+
+	values[0] = PointerGetDatum(key);
+	values[1] = Int64GetDatum(ttl_us);
+	values[2] = TimestampTzGetDatum(expires);
+	plan = dlock_spi_plan(Q_LEASE_EXTEND,
+						  "UPDATE " DLOCK_SCHEMA ".lease"
+						  "   SET ttl_us = $2, expires_at = $3"
+						  " WHERE key" EQ "$1",
+						  3, types);
+	if (dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "dlock lease row vanished under its key lock");
+}
+
+static void
+lease_write_free(text *key, TimestampTz now)
+{
+	Oid			types[2] = {TEXTOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	SPIPlanPtr	plan;
+
+	values[0] = PointerGetDatum(key);
+	values[1] = TimestampTzGetDatum(now);
+	plan = dlock_spi_plan(Q_LEASE_FREE,
+						  "UPDATE " DLOCK_SCHEMA ".lease"
+						  "   SET holder = NULL, owner = NULL, expires_at = $2"
+						  " WHERE key" EQ "$1",
+						  2, types);
+	if (dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "dlock lease row vanished under its key lock");
+}
+
+/* ---- decisions ---- */
+
+static inline bool
+lease_live(const DlockLease *l, TimestampTz now)
+{
+	return l->held && l->expires_at > now;
+}
+
+static bool
+lease_is_ours(const DlockLease *l, text *holder, Oid role)
+{
+	return l->held && l->owner == role &&
+		VARSIZE_ANY_EXHDR(l->holder) == VARSIZE_ANY_EXHDR(holder) &&
+		memcmp(VARDATA_ANY(l->holder), VARDATA_ANY(holder),
+			   VARSIZE_ANY_EXHDR(holder)) == 0;
+}
+
+/* ours, live, and (if a token is given) exactly that grant */
+static bool
+lease_held_by(const DlockLease *l, text *holder, Oid role, TimestampTz now,
+			  bool has_token, int64 token)
+{
+	return lease_live(l, now) && lease_is_ours(l, holder, role) &&
+		(!has_token || l->token == token);
+}
+
+static DlockKeyLock
+lease_keylock(text *key)
+{
+	return dlock_key_for_text(DLOCK_CLASS_LEASE, VARDATA_ANY(key),
+							  VARSIZE_ANY_EXHDR(key));
+}
+
+/*
+ * Now and then, an acquire that wrote anyway deletes a few idle rows, so
+ * that keys nobody uses any more do not stay forever.  Random rather than
+ * counted, so that short sessions (poolers, pgbench -C) take part too.
+ */
+static void
+maybe_cleanup(void)
+{
+	/*
+	 * Only in a transaction of its own: the keys it deletes stay locked
+	 * until commit, which must come at once.
+	 */
+	if (!IsTransactionBlock() &&
+		(pg_prng_uint32(&pg_global_prng_state) & 1023) == 0)
+		dlock_lease_cleanup_locked((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
+								   64);
+}
+
+/*
+ * One attempt to acquire; never waits.  See DlockAcquireResult.
+ */
+DlockAcquireResult
+dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
+						bool queue_blocks, int64 *token,
+						TimestampTz *expires_at)
+{
+	DlockKeyLock kl = lease_keylock(key);
+	DlockSpi	spi;
+	DlockLease	l;
+	TimestampTz now;
+	DlockAcquireResult res;
+
+	dlock_spi_begin(&spi);
+
+	/* someone else's live lease: answer at once, touching nothing */
+	lease_lookup(key, &l);
+	if (lease_live(&l, GetCurrentTimestamp()) &&
+		!lease_is_ours(&l, holder, spi.caller))
+	{
+		*expires_at = l.expires_at;
+		dlock_spi_end(&spi);
+		return DLOCK_ACQ_BUSY;
+	}
+	/* free, but waiters queue for it: they come first */
+	if (queue_blocks && !lease_is_ours(&l, holder, spi.caller))
+	{
+		dlock_spi_end(&spi);
+		return DLOCK_ACQ_QUEUED;
+	}
+
+	/* another open transaction works on this key: do not wait for it */
+	if (!dlock_key_trylock(&kl, ExclusiveLock))
+	{
+		dlock_spi_end(&spi);
+		return DLOCK_ACQ_LOCKED;
+	}
+
+	lease_lookup(key, &l);
+	now = GetCurrentTimestamp();
+	*expires_at = now + ttl_us;
+	if (lease_live(&l, now))
+	{
+		if (!lease_is_ours(&l, holder, spi.caller))
+		{
+			*expires_at = l.expires_at;
+			dlock_key_unlock(&kl, ExclusiveLock);
+			dlock_spi_end(&spi);
+			return DLOCK_ACQ_BUSY;
+		}
+		lease_write_extend(key, ttl_us, *expires_at);
+		*token = l.token;
+		res = DLOCK_ACQ_EXTENDED;
+	}
+	else
+	{
+		*token = dlock_next_token();
+		lease_write_grant(key, l.found, holder, spi.caller, *token, ttl_us,
+						  now, *expires_at);
+		res = l.held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
+		dlock_xact_note_key(&kl);
+		maybe_cleanup();
+	}
+	dlock_spi_end(&spi);
+	return res;
+}
+
+/*
+ * Release, renew and validate share one shape: a quick read that can say
+ * "no" without locking, then the key lock (waiting, so that a fenced
+ * transaction finishes first), then the decision on the latest row.
+ * Returns true with the lock held and *l filled in when the holder holds
+ * the lease; false with the lock given back otherwise.
+ */
+static bool
+lock_held_lease(text *key, text *holder, Oid role, bool has_token,
+				int64 token, LOCKMODE mode, DlockLease *l, TimestampTz *now)
+{
+	DlockKeyLock kl = lease_keylock(key);
+
+	lease_lookup(key, l);
+	if (!lease_held_by(l, holder, role, GetCurrentTimestamp(), has_token, token))
+		return false;
+
+	dlock_key_lock(&kl, mode);
+	lease_lookup(key, l);
+	*now = GetCurrentTimestamp();
+	if (!lease_held_by(l, holder, role, *now, has_token, token))
+	{
+		dlock_key_unlock(&kl, mode);
+		return false;
+	}
+	return true;
+}
+
+bool
+dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
+{
+	DlockSpi	spi;
+	DlockLease	l;
+	TimestampTz now;
+	bool		ok;
+
+	dlock_release_async_begin();
+	dlock_spi_begin(&spi);
+	ok = lock_held_lease(key, holder, spi.caller, has_token, token,
+						 ExclusiveLock, &l, &now);
+	if (ok)
+	{
+		DlockKeyLock kl = lease_keylock(key);
+
+		lease_write_free(key, now);
+		dlock_xact_note_key(&kl);
+	}
+	dlock_spi_end(&spi);
+	if (ok)
+		dlock_release_async_end();
+	return ok;
+}
+
+bool
+dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
+				  int64 token)
+{
+	DlockSpi	spi;
+	DlockLease	l;
+	TimestampTz now;
+	bool		ok;
+
+	dlock_spi_begin(&spi);
+	ok = lock_held_lease(key, holder, spi.caller, has_token, token,
+						 ExclusiveLock, &l, &now);
+	if (ok)
+	{
+		if (ttl_us < 0)
+			ttl_us = l.ttl_us;
+		lease_write_extend(key, ttl_us, now + ttl_us);
+	}
+	dlock_spi_end(&spi);
+	return ok;
+}
+
+/*
+ * True when holder holds key with exactly this token.  The share lock it
+ * keeps to the end of the transaction is the fence: no release, renewal
+ * or takeover of the key can commit before this transaction ends.
+ */
+bool
+dlock_lease_validate(text *key, text *holder, int64 token)
+{
+	DlockSpi	spi;
+	DlockLease	l;
+	TimestampTz now;
+	bool		ok;
+
+	dlock_spi_begin(&spi);
+	ok = lock_held_lease(key, holder, spi.caller, true, token, ShareLock,
+						 &l, &now);
+	if (ok)
+	{
+		DlockKeyLock kl = lease_keylock(key);
+
+		dlock_xact_note_key(&kl);
+	}
+	else
+		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
+	dlock_spi_end(&spi);
+	return ok;
+}
+
+/* Free every live lease of this holder and role; returns how many. */
+int64
+dlock_lease_release_all(text *holder)
+{
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		values[2];
+	SPIPlanPtr	plan;
+	DlockSpi	spi;
+	uint64		n;
+	text	  **keys;
+	int64		freed = 0;
+
+	dlock_release_async_begin();
+	dlock_spi_begin(&spi);
+	values[0] = PointerGetDatum(holder);
+	values[1] = ObjectIdGetDatum(spi.caller);
+	plan = dlock_spi_plan(Q_LEASE_HOLDER_KEYS,
+						  "SELECT key FROM " DLOCK_SCHEMA ".lease"
+						  " WHERE holder" EQ "$1 AND owner" EQ "$2"
+						  " ORDER BY key",
+						  2, types);
+	n = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	keys = palloc(sizeof(text *) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		keys[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+												  SPI_tuptable->tupdesc, 1,
+												  &isnull));
+	}
+
+	/* in key order, so that two release_all calls cannot deadlock */
+	for (uint64 i = 0; i < n; i++)
+	{
+		DlockLease	l;
+		TimestampTz now;
+
+		CHECK_FOR_INTERRUPTS();
+		if (lock_held_lease(keys[i], holder, spi.caller, false, 0,
+							ExclusiveLock, &l, &now))
+		{
+			DlockKeyLock kl = lease_keylock(keys[i]);
+
+			lease_write_free(keys[i], now);
+			dlock_xact_note_key(&kl);
+			freed++;
+		}
+	}
+	dlock_spi_end(&spi);
+	if (freed > 0)
+		dlock_release_async_end();
+	return freed;
+}
+
+/* Operators: free a live lease whoever holds it. */
+bool
+dlock_lease_force_release(text *key)
+{
+	DlockKeyLock kl = lease_keylock(key);
+	DlockSpi	spi;
+	DlockLease	l;
+	TimestampTz now;
+	bool		ok;
+
+	dlock_spi_begin(&spi);
+	dlock_key_lock(&kl, ExclusiveLock);
+	lease_lookup(key, &l);
+	now = GetCurrentTimestamp();
+	ok = lease_live(&l, now);
+	if (ok)
+	{
+		lease_write_free(key, now);
+		dlock_xact_note_key(&kl);
+	}
+	else
+		dlock_key_unlock(&kl, ExclusiveLock);
+	dlock_spi_end(&spi);
+	return ok;
+}
+
+/*
+ * Delete up to limit rows that have been free or expired for longer than
+ * idle_us.  Keys another transaction is working on are skipped.  Must be
+ * called between dlock_spi_begin and dlock_spi_end.
+ */
+int64
+dlock_lease_cleanup_locked(int64 idle_us, int limit)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2];
+	SPIPlanPtr	sel;
+	SPIPlanPtr	del;
+	uint64		n;
+	text	  **keys;
+	int64		deleted = 0;
+
+	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() - idle_us);
+	values[1] = Int32GetDatum(limit);
+	sel = dlock_spi_plan(Q_LEASE_IDLE_KEYS,
+						 "SELECT key FROM " DLOCK_SCHEMA ".lease"
+						 " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
+						 2, types);
+	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
+	keys = palloc(sizeof(text *) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		keys[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+												  SPI_tuptable->tupdesc, 1,
+												  &isnull));
+	}
+
+	types[1] = TEXTOID;
+	del = dlock_spi_plan(Q_LEASE_DELETE_IDLE,
+						 "DELETE FROM " DLOCK_SCHEMA ".lease"
+						 " WHERE expires_at OPERATOR(pg_catalog.<) $1"
+						 "   AND key" EQ "$2",
+						 2, types);
+	for (uint64 i = 0; i < n; i++)
+	{
+		DlockKeyLock kl = lease_keylock(keys[i]);
+
+		CHECK_FOR_INTERRUPTS();
+		if (!dlock_key_trylock(&kl, ExclusiveLock))
+			continue;
+		values[1] = PointerGetDatum(keys[i]);
+		if (dlock_spi_run(del, values, NULL, 0, SPI_OK_DELETE) == 1)
+			deleted++;
+		else
+			dlock_key_unlock(&kl, ExclusiveLock);
+	}
+	return deleted;
+}
+
+int64
+dlock_lease_cleanup(int64 idle_us, int limit)
+{
+	DlockSpi	spi;
+	int64		n;
+
+	dlock_spi_begin(&spi);
+	n = dlock_lease_cleanup_locked(idle_us, limit);
+	dlock_spi_end(&spi);
+	return n;
+}

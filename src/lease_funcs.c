@@ -1,0 +1,184 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_funcs.c
+ *		SQL-callable entry points for lease locks.  Each one checks and
+ *		unpacks its arguments and calls the plain C code in acquire.c and
+ *		lease.c.
+ *
+ * None of these functions is STRICT: NULL means "not acquired" for
+ * dlock_acquire, so a NULL argument is an error (args.c), never a NULL.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+#include "shmem.h"
+
+/* writing functions are refused on a standby, with a clear error */
+static void
+writes_allowed(const char *fn)
+{
+	PreventCommandDuringRecovery(fn);
+}
+
+/*
+ * dlock_acquire(key text, holder text, ttl interval DEFAULT '30 seconds',
+ *				 wait interval DEFAULT '0') RETURNS bigint
+ *
+ * The fencing token, or NULL when the key was not acquired within wait.
+ * NULL arguments are errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_acquire_sql);
+Datum
+dlock_acquire_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
+	int64		wait_us = dlock_arg_wait(fcinfo, 3);
+	int64		token;
+
+	writes_allowed("dlock_acquire()");
+	if (!dlock_acquire(key, holder, ttl_us, wait_us, &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/*
+ * dlock_release(key text, holder text, token bigint DEFAULT NULL)
+ *		RETURNS boolean
+ *
+ * True when this holder (and role) held an unexpired lease on key, with
+ * that token if one is given, and the key is now free.  NULL key or
+ * holder is an error; a NULL token means "whatever grant".
+ */
+PG_FUNCTION_INFO_V1(dlock_release_sql);
+Datum
+dlock_release_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		token = 0;
+	bool		has_token = dlock_arg_token(fcinfo, 2, true, &token);
+	bool		ok;
+
+	writes_allowed("dlock_release()");
+	ok = dlock_lease_release(key, holder, has_token, token);
+	if (ok)
+		dlock_count(DLOCK_STAT_RELEASES, 1);
+	PG_RETURN_BOOL(ok);
+}
+
+/*
+ * dlock_renew(key text, holder text, ttl interval DEFAULT NULL,
+ *			   token bigint DEFAULT NULL) RETURNS boolean
+ *
+ * Extends the holder's unexpired lease to now + ttl (NULL ttl: the ttl it
+ * was granted with).  False when the lease is lost (expired, released,
+ * taken over, or a different grant than token).
+ */
+PG_FUNCTION_INFO_V1(dlock_renew_sql);
+Datum
+dlock_renew_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, true);
+	int64		token = 0;
+	bool		has_token = dlock_arg_token(fcinfo, 3, true, &token);
+	bool		ok;
+
+	writes_allowed("dlock_renew()");
+	ok = dlock_lease_renew(key, holder, ttl_us, has_token, token);
+	if (ok)
+		dlock_count(DLOCK_STAT_RENEWALS, 1);
+	PG_RETURN_BOOL(ok);
+}
+
+/*
+ * dlock_validate(key text, holder text, token bigint) RETURNS boolean
+ *
+ * True when holder holds key with exactly this token, unexpired; then the
+ * lease cannot change hands until the calling transaction ends.  All
+ * three arguments are required.
+ */
+PG_FUNCTION_INFO_V1(dlock_validate_sql);
+Datum
+dlock_validate_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		token = 0;
+
+	(void) dlock_arg_token(fcinfo, 2, false, &token);
+	PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));
+}
+
+/*
+ * dlock_release_all(holder text) RETURNS bigint
+ *
+ * Frees every unexpired lease of this holder taken by the calling role;
+ * returns how many.  NULL holder is an error.
+ */
+PG_FUNCTION_INFO_V1(dlock_release_all_sql);
+Datum
+dlock_release_all_sql(PG_FUNCTION_ARGS)
+{
+	text	   *holder = dlock_arg_holder(fcinfo, 0);
+	int64		n;
+
+	writes_allowed("dlock_release_all()");
+	n = dlock_lease_release_all(holder);
+	dlock_count(DLOCK_STAT_RELEASES, n);
+	PG_RETURN_INT64(n);
+}
+
+/*
+ * dlock_force_release(key text) RETURNS boolean
+ *
+ * For operators (EXECUTE is revoked from PUBLIC): frees an unexpired
+ * lease whoever holds it; false when there was none.
+ */
+PG_FUNCTION_INFO_V1(dlock_force_release_sql);
+Datum
+dlock_force_release_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+
+	writes_allowed("dlock_force_release()");
+	PG_RETURN_BOOL(dlock_lease_force_release(key));
+}
+
+/*
+ * dlock_cleanup(idle interval DEFAULT NULL) RETURNS bigint
+ *
+ * Deletes the rows of keys that have been free or expired for longer than
+ * idle (NULL: dlock.idle_key_lifetime); returns how many.  Acquires do
+ * this now and then by themselves.
+ */
+PG_FUNCTION_INFO_V1(dlock_cleanup_sql);
+Datum
+dlock_cleanup_sql(PG_FUNCTION_ARGS)
+{
+	int64		idle_us;
+
+	if (PG_ARGISNULL(0))
+		idle_us = (int64) dlock_idle_key_lifetime_s * USECS_PER_SEC;
+	else
+	{
+		idle_us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(0));
+		if (idle_us < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("idle must not be negative")));
+	}
+	writes_allowed("dlock_cleanup()");
+	PG_RETURN_INT64(dlock_lease_cleanup(idle_us, INT_MAX));
+}

@@ -1,0 +1,136 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.c
+ *		What dlock does when a transaction ends: wake the waiters of the
+ *		keys it touched, and let a transaction that only released leases
+ *		commit without waiting for its WAL flush.
+ *
+ * Asynchronous release.  A release that is lost in a crash only keeps the
+ * key until its ttl runs out, and the next holder's durable acquire
+ * flushes the release's WAL anyway (WAL is flushed in order).  So a
+ * transaction whose only WAL is dlock freeing leases commits with
+ * synchronous_commit = off, which halves the flushes of an
+ * acquire+release pair.  "Only" is checked, not assumed: the transaction
+ * must have had no transaction id before the first release, must not be
+ * an explicit or multi-statement transaction block, and nothing may have
+ * written WAL after the last release (XactLastRecEnd is unchanged at
+ * commit).  Anything else commits as the user configured it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "nodes/pg_list.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "dlock.h"
+#include "lease_internal.h"
+
+/* keys this transaction locked for writing: their waiters wake at its end */
+static List *touched_keys = NIL;
+
+/* the asynchronous release state of the current transaction */
+static bool async_candidate = false;
+static bool async_pending = false;
+static XLogRecPtr async_lsn = InvalidXLogRecPtr;
+
+static bool callback_registered = false;
+
+static void dlock_xact_callback(XactEvent event, void *arg);
+static void dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
+									bool isTopLevel, void *arg);
+
+static void
+ensure_callback(void)
+{
+	if (!callback_registered)
+	{
+		RegisterXactCallback(dlock_xact_callback, NULL);
+		RegisterResourceReleaseCallback(dlock_resowner_callback, NULL);
+		callback_registered = true;
+	}
+}
+
+void
+dlock_xact_note_key(const DlockKeyLock *key)
+{
+	MemoryContext old;
+	uint64	   *h;
+
+	ensure_callback();
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	h = palloc(sizeof(uint64));
+	*h = key->hash;
+	touched_keys = lappend(touched_keys, h);
+	MemoryContextSwitchTo(old);
+}
+
+void
+dlock_release_async_begin(void)
+{
+	ensure_callback();
+	async_candidate = !IsTransactionBlock() &&
+		(!TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
+		 (async_pending && XactLastRecEnd == async_lsn));
+	if (!async_candidate)
+		async_pending = false;
+}
+
+void
+dlock_release_async_end(void)
+{
+	if (async_candidate)
+	{
+		async_pending = true;
+		async_lsn = XactLastRecEnd;
+	}
+}
+
+static void
+dlock_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (async_pending && XactLastRecEnd == async_lsn)
+				(void) set_config_option("synchronous_commit", "off",
+										 PGC_USERSET, PGC_S_SESSION,
+										 GUC_ACTION_LOCAL, true, 0, false);
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			/* the key locks go to the prepared transaction */
+			touched_keys = NIL;
+			async_pending = false;
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			async_candidate = false;
+			async_pending = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Waiters are woken once the transaction's locks are gone, so that the
+ * woken backend finds the key lock free.
+ */
+static void
+dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
+						bool isTopLevel, void *arg)
+{
+	ListCell   *lc;
+
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !isTopLevel ||
+		touched_keys == NIL)
+		return;
+	foreach(lc, touched_keys)
+		dlock_wait_wake_key(*(uint64 *) lfirst(lc));
+	touched_keys = NIL;			/* memory goes with TopTransactionContext */
+}
