@@ -26,10 +26,17 @@ OBJS = \
 DATA = dlock--0.1.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"
 
-REGRESS = lease_basic lease_errors lease_roles
+# pg_regress tests: sql/NAME.sql against expected/NAME.out
+REGRESS = lease_basic lease_errors lease_roles \
+	wait_isolation_levels \
+	claim_basic claim_errors claim_roles \
+	hostile_input
 REGRESS_OPTS = --load-extension=dlock
 
-ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder
+# isolation specs: specs/NAME.spec against expected/NAME.out
+ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder \
+	wait_wake_release wait_wake_expiry wait_fifo wait_rollback_release wait_cancel \
+	claim_disjoint claim_race_committed claim_complete_vs_takeover
 ISOLATION_OPTS = --load-extension=dlock
 
 TAP_TESTS = 1
