@@ -1,0 +1,309 @@
+# shellcheck shell=bash
+# scripts/lib.sh - shared helpers for dlock's scripts (test.sh, demo.sh, benchmarks).
+#
+# Source it from bash, as root, on Debian 12:
+#
+#   . "$(dirname "$0")/lib.sh"
+#   dlock_ensure_packages                      # apt-get only what is missing
+#   dlock_build_install "$REPO"                # sets DLOCK_BUILD_DIR (postgres-owned copy)
+#   dlock_cluster_start "$dir" auto            # sets DLOCK_PGHOST/DLOCK_PORT, exports PG*
+#   dlock_psql -c 'CREATE EXTENSION dlock'
+#   dlock_cluster_stop "$dir"                  # also done by the EXIT trap
+#
+# PostgreSQL never runs as root: initdb, pg_ctl and the build run as the
+# `postgres` user (runuser); `make install` runs as root.
+#
+# Public functions (all return non-zero on failure, never exit the shell):
+#   dlock_ensure_packages
+#   dlock_build_install SRC_DIR [WORK_DIR]
+#   dlock_cluster_start DIR PORT [EXTRA_CONF_LINE...]
+#   dlock_cluster_stop DIR
+#   dlock_psql [PSQL_ARGS...]
+#   dlock_as_postgres CMD [ARGS...]
+#   dlock_free_port
+#   dlock_cleanup
+# See the comment above each function for details.
+
+DLOCK_PG_BIN=/usr/lib/postgresql/15/bin
+DLOCK_PG_CONFIG=$DLOCK_PG_BIN/pg_config
+DLOCK_PACKAGES=(postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer)
+
+case ":$PATH:" in
+    "$DLOCK_PG_BIN:"*) ;;
+    *) PATH="$DLOCK_PG_BIN:$PATH" ;;
+esac
+export PATH
+
+# Clusters started by dlock_cluster_start and not stopped yet (their DIRs).
+DLOCK_CLUSTERS=()
+DLOCK_APT_UPDATED=${DLOCK_APT_UPDATED:-}
+DLOCK_TRAP_SET=
+
+dlock_log() { printf '==> %s\n' "$*" >&2; }
+dlock_err() { printf 'ERROR: %s\n' "$*" >&2; }
+
+# dlock_as_postgres CMD [ARGS...]
+#   Runs CMD as the postgres user, keeping the environment (PATH, PGHOST,
+#   PGPORT, ...). Runs it directly when already postgres.
+dlock_as_postgres() {
+    if [ "$(id -un)" = postgres ]; then
+        "$@"
+    else
+        runuser -u postgres -- env HOME=/var/lib/postgresql PATH="$PATH" "$@"
+    fi
+}
+
+# dlock_ensure_packages
+#   Installs whichever of DLOCK_PACKAGES are missing (apt-get update once,
+#   non-interactive, quiet). Does not touch apt at all when everything is
+#   installed already.
+dlock_ensure_packages() {
+    local missing=() p st log
+    for p in "${DLOCK_PACKAGES[@]}"; do
+        st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+        [ "$st" = "install ok installed" ] || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        return 0
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        dlock_err "missing packages (${missing[*]}) and not root: cannot install them"
+        return 1
+    fi
+    dlock_log "installing missing packages: ${missing[*]}"
+    log=$(mktemp /tmp/dlock-apt.XXXXXX.log)
+    export DEBIAN_FRONTEND=noninteractive
+    if [ -z "$DLOCK_APT_UPDATED" ]; then
+        if ! apt-get -q -y -o DPkg::Lock::Timeout=300 update >"$log" 2>&1; then
+            tail -n 30 "$log" >&2
+            dlock_err "apt-get update failed (log: $log)"
+            return 1
+        fi
+        DLOCK_APT_UPDATED=1
+    fi
+    if ! apt-get -q -y -o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0 \
+            --no-install-recommends install "${missing[@]}" >>"$log" 2>&1 </dev/null; then
+        tail -n 30 "$log" >&2
+        dlock_err "apt-get install failed (log: $log)"
+        return 1
+    fi
+    rm -f "$log"
+    return 0
+}
+
+# dlock__copy_tree SRC DST: copies the sources (not build output) of SRC into DST.
+# In a git work tree: tracked files plus untracked files that are not ignored,
+# as they are in the work tree (so uncommitted edits are tested too).
+dlock__copy_tree() {
+    local src=$1 dst=$2
+    if command -v git >/dev/null 2>&1 &&
+            git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        (
+            cd "$src" &&
+            git ls-files -z --cached --others --exclude-standard |
+                while IFS= read -r -d '' f; do
+                    [ -e "$f" ] && printf '%s\0' "$f"
+                done |
+                tar --null -T - -cf - 
+        ) | tar -C "$dst" -xf -
+    else
+        tar -C "$src" --exclude=.git -cf - . | tar -C "$dst" -xf -
+    fi
+}
+
+# dlock_build_install SRC_DIR [WORK_DIR]
+#   Copies SRC_DIR (sources only, no .git, no build output) to WORK_DIR
+#   (default: a new mktemp dir /tmp/dlock-build.XXXXXX), chowns it to postgres,
+#   builds it there as postgres with `make PG_CONFIG=.../15/bin/pg_config`, then
+#   runs `make install` as root. Nothing is written to SRC_DIR.
+#   Sets:
+#     DLOCK_BUILD_DIR       the postgres-owned copy (run `make installcheck` there)
+#     DLOCK_BUILD_LOG       the build's output (compiler messages)
+#     DLOCK_BUILD_WARNINGS  number of lines with `warning:` in the build output
+#   Prints the warning lines (if any) to stderr; returns 1 if make or make
+#   install fails (with the tail of the log). Warnings alone do not fail here:
+#   the caller decides (test.sh fails on them).
+dlock_build_install() {
+    local src=${1:?usage: dlock_build_install SRC_DIR [WORK_DIR]} work=${2:-}
+    src=$(cd "$src" && pwd) || return 1
+    if [ -z "$work" ]; then
+        work=$(mktemp -d /tmp/dlock-build.XXXXXX) || return 1
+    else
+        rm -rf "$work" && mkdir -p "$work" || return 1
+    fi
+    DLOCK_BUILD_DIR=$work
+    DLOCK_BUILD_LOG=$work/build.log
+    DLOCK_BUILD_WARNINGS=0
+    dlock__copy_tree "$src" "$work" || { dlock_err "copying $src to $work failed"; return 1; }
+    chown -R postgres:postgres "$work" || return 1
+    chmod 755 "$work"
+
+    dlock_log "building in $work (as postgres)"
+    local jobs
+    jobs=$(nproc 2>/dev/null || echo 2)
+    if ! (cd "$work" && dlock_as_postgres make -j"$jobs" PG_CONFIG="$DLOCK_PG_CONFIG") \
+            >"$DLOCK_BUILD_LOG" 2>&1; then
+        grep -E 'error:|warning:' "$DLOCK_BUILD_LOG" | head -n 40 >&2 || true
+        tail -n 30 "$DLOCK_BUILD_LOG" >&2
+        dlock_err "make failed (full log: $DLOCK_BUILD_LOG)"
+        return 1
+    fi
+    chown postgres:postgres "$DLOCK_BUILD_LOG"
+    DLOCK_BUILD_WARNINGS=$(grep -c 'warning:' "$DLOCK_BUILD_LOG" || true)
+    if [ "$DLOCK_BUILD_WARNINGS" -gt 0 ]; then
+        dlock_err "the build printed $DLOCK_BUILD_WARNINGS compiler warning line(s):"
+        grep -B2 -A3 'warning:' "$DLOCK_BUILD_LOG" >&2 || true
+    fi
+
+    dlock_log "installing (make install, as root)"
+    if ! (cd "$work" && make install PG_CONFIG="$DLOCK_PG_CONFIG") >>"$DLOCK_BUILD_LOG" 2>&1; then
+        tail -n 30 "$DLOCK_BUILD_LOG" >&2
+        dlock_err "make install failed (full log: $DLOCK_BUILD_LOG)"
+        return 1
+    fi
+    # make install as root may have written files in the copy; hand them back.
+    chown -R postgres:postgres "$work"
+    return 0
+}
+
+# dlock_free_port: prints a TCP port on 127.0.0.1 that nothing listens on now.
+dlock_free_port() {
+    local i p
+    for i in $(seq 1 200); do
+        p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 20000 ))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    dlock_err "no free port found"
+    return 1
+}
+
+dlock__exit_handler() {
+    local rc=$?
+    dlock_cleanup
+    return $rc
+}
+
+# dlock_cleanup: stops every cluster started by dlock_cluster_start that is
+# still running. Installed as the EXIT trap by dlock_cluster_start; if a
+# script sets its own EXIT trap afterwards, it must call dlock_cleanup in it.
+dlock_cleanup() {
+    local d
+    for d in ${DLOCK_CLUSTERS[@]+"${DLOCK_CLUSTERS[@]}"}; do
+        dlock_cluster_stop "$d" || true
+    done
+}
+
+# dlock_cluster_start DIR PORT [EXTRA_CONF_LINE...]
+#   Creates and starts a throwaway cluster as the postgres user:
+#     DIR/data          PGDATA (initdb -A trust -U postgres -E UTF8 --locale=C)
+#     DIR               unix socket directory (DIR is created and chowned to postgres)
+#     DIR/postgres.log  server log
+#   listen_addresses = '127.0.0.1', fsync on (the default), and
+#   shared_preload_libraries = 'dlock'. Each EXTRA_CONF_LINE is appended to
+#   postgresql.conf after those, so it wins (e.g. "shared_preload_libraries = ''",
+#   "max_connections = 300", "wal_level = replica").
+#   PORT: a number, or `auto` / `0` / "" to pick a free one.
+#   Sets DLOCK_PGDATA, DLOCK_PGHOST (= DIR), DLOCK_PORT, DLOCK_CLUSTER_DIR,
+#   DLOCK_SERVER_LOG, and exports PGHOST, PGPORT, PGUSER=postgres so that
+#   psql/pgbench/make installcheck reach this cluster. Installs an EXIT trap
+#   (and INT/TERM traps) that stops every started cluster.
+dlock_cluster_start() {
+    local dir=${1:?usage: dlock_cluster_start DIR PORT [EXTRA_CONF_LINE...]} port=${2:-auto}
+    shift; [ $# -gt 0 ] && shift
+    local auto=0 try line
+    case "$port" in auto|0|'') auto=1 ;; esac
+
+    mkdir -p "$dir" || return 1
+    dir=$(cd "$dir" && pwd)
+    if [ -e "$dir/data" ]; then
+        dlock_err "$dir/data exists already; use a new directory"
+        return 1
+    fi
+    chown postgres:postgres "$dir" && chmod 755 "$dir" || return 1
+    if ! dlock_as_postgres test -w "$dir"; then
+        dlock_err "the postgres user cannot reach $dir (a parent directory is not searchable by postgres, e.g. a mktemp -d dir: chmod 755 or chown postgres it)"
+        return 1
+    fi
+
+    if ! dlock_as_postgres initdb -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C \
+            --no-instructions >"$dir/initdb.log" 2>&1; then
+        cat "$dir/initdb.log" >&2
+        dlock_err "initdb failed in $dir/data"
+        return 1
+    fi
+    cp "$dir/data/postgresql.conf" "$dir/postgresql.conf.orig"
+
+    if [ -z "$DLOCK_TRAP_SET" ]; then
+        trap dlock__exit_handler EXIT
+        trap 'exit 130' INT
+        trap 'exit 143' TERM
+        DLOCK_TRAP_SET=1
+    fi
+
+    for try in 1 2 3 4 5; do
+        if [ $auto = 1 ]; then port=$(dlock_free_port) || return 1; fi
+        {
+            cat "$dir/postgresql.conf.orig"
+            echo
+            echo "# --- added by scripts/lib.sh dlock_cluster_start ---"
+            echo "listen_addresses = '127.0.0.1'"
+            echo "port = $port"
+            echo "unix_socket_directories = '$dir'"
+            echo "shared_preload_libraries = 'dlock'"
+            echo "logging_collector = off"
+            echo "log_line_prefix = '%m [%p] %q%a '"
+            for line in "$@"; do echo "$line"; done
+        } >"$dir/data/postgresql.conf"
+        chown postgres:postgres "$dir/data/postgresql.conf"
+
+        if dlock_as_postgres pg_ctl -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
+                >"$dir/pg_ctl.log" 2>&1; then
+            DLOCK_CLUSTERS+=("$dir")
+            DLOCK_CLUSTER_DIR=$dir
+            DLOCK_PGDATA=$dir/data
+            DLOCK_PGHOST=$dir
+            DLOCK_PORT=$port
+            DLOCK_SERVER_LOG=$dir/postgres.log
+            export PGHOST=$dir PGPORT=$port PGUSER=postgres
+            return 0
+        fi
+        # A port taken between the check and the start: try another one.
+        if [ $auto = 1 ] && grep -q 'could not bind\|Address already in use' "$dir/postgres.log" 2>/dev/null; then
+            continue
+        fi
+        break
+    done
+    cat "$dir/pg_ctl.log" >&2
+    tail -n 30 "$dir/postgres.log" >&2 2>/dev/null || true
+    dlock_err "could not start the cluster in $dir (log: $dir/postgres.log)"
+    return 1
+}
+
+# dlock_cluster_stop DIR
+#   Stops the cluster in DIR/data (fast shutdown; immediate if that times out).
+#   Does nothing if it is not running. Leaves DIR in place (remove it yourself).
+dlock_cluster_stop() {
+    local dir=${1:?usage: dlock_cluster_stop DIR} d keep=()
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        dlock_as_postgres pg_ctl -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 ||
+            dlock_as_postgres pg_ctl -D "$dir/data" -m immediate -w -t 30 stop >/dev/null 2>&1 ||
+            true
+    fi
+    for d in ${DLOCK_CLUSTERS[@]+"${DLOCK_CLUSTERS[@]}"}; do
+        [ "$d" = "$dir" ] || keep+=("$d")
+    done
+    DLOCK_CLUSTERS=(${keep[@]+"${keep[@]}"})
+    return 0
+}
+
+# dlock_psql [PSQL_ARGS...]
+#   psql -X -v ON_ERROR_STOP=1 as user postgres against the last cluster
+#   started (DLOCK_PGHOST/DLOCK_PORT), database ${DLOCK_DB:-postgres} unless
+#   PSQL_ARGS give -d. Example: dlock_psql -Atc 'SELECT dlock_acquire($$k$$, $$me$$)'
+dlock_psql() {
+    psql -X -v ON_ERROR_STOP=1 -h "${DLOCK_PGHOST:?no cluster started}" -p "$DLOCK_PORT" \
+        -U postgres -d "${DLOCK_DB:-postgres}" "$@"
+}
