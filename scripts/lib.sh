@@ -242,6 +242,8 @@ dlock_cluster_start() {
         trap 'exit 143' TERM
         DLOCK_TRAP_SET=1
     fi
+    # Registered before the start, so the EXIT trap also stops a half-started one.
+    DLOCK_CLUSTERS+=("$dir")
 
     for try in 1 2 3 4 5; do
         if [ $auto = 1 ]; then port=$(dlock_free_port) || return 1; fi
@@ -261,7 +263,6 @@ dlock_cluster_start() {
 
         if dlock_as_postgres pg_ctl -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
                 >"$dir/pg_ctl.log" 2>&1; then
-            DLOCK_CLUSTERS+=("$dir")
             DLOCK_CLUSTER_DIR=$dir
             DLOCK_PGDATA=$dir/data
             DLOCK_PGHOST=$dir

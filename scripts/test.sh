@@ -24,7 +24,7 @@
 #   DLOCK_TEST_EXTRA_CONF  extra postgresql.conf lines (newline-separated) for
 #                          the installcheck cluster
 #   DLOCK_TIMEOUT_REGRESS / DLOCK_TIMEOUT_ISOLATION / DLOCK_TIMEOUT_TAP
-#                          per-suite time limits in seconds (120/150/270)
+#                          per-suite time limits in seconds (90/120/240)
 #   DLOCK_KEEP=1           keep the /tmp work directories even on success
 #   PROVE_FLAGS            passed to prove (e.g. --verbose, -j2)
 set -uo pipefail
@@ -34,9 +34,9 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$REPO/scripts/lib.sh"
 
 SRC=${DLOCK_SRC:-$REPO}
-T_REGRESS=${DLOCK_TIMEOUT_REGRESS:-120}
-T_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-150}
-T_TAP=${DLOCK_TIMEOUT_TAP:-270}
+T_REGRESS=${DLOCK_TIMEOUT_REGRESS:-90}
+T_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-120}
+T_TAP=${DLOCK_TIMEOUT_TAP:-240}
 START=$SECONDS
 
 PASSED=0
