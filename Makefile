@@ -21,7 +21,12 @@ OBJS = \
 	src/acquire.o \
 	src/wait.o \
 	src/shmem.o \
-	src/stats.o
+	src/stats.o \
+	src/claim.o \
+	src/claim_manage.o \
+	src/claim_query.o \
+	src/claim_target.o \
+	src/claim_funcs.o
 
 DATA = dlock--0.1.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"

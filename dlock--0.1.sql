@@ -108,6 +108,109 @@ GRANT SELECT ON dlock_locks TO PUBLIC;
 COMMENT ON VIEW dlock_locks IS 'one row per unexpired lease';
 
 -- ---------------------------------------------------------------------
+-- Claims: leases on rows of the user's own tables
+-- ---------------------------------------------------------------------
+CREATE TABLE dlock.claim (
+    relid       oid NOT NULL,       -- the user's table
+    key         text COLLATE "C" NOT NULL, -- its primary key, as text
+    holder      text,
+    owner       oid,
+    token       bigint NOT NULL,    -- shared by the rows of one dlock_claim call
+    ttl_us      bigint NOT NULL,
+    claimed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    attempts    integer NOT NULL,   -- times claimed; survives expiry
+    poisoned_at timestamptz,        -- set when max_attempts was reached
+    PRIMARY KEY (relid, key)
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.05);
+REVOKE ALL ON dlock.claim FROM PUBLIC;
+COMMENT ON TABLE dlock.claim IS 'one row per claimed row of a user table, kept after expiry for its attempt count';
+
+CREATE FUNCTION dlock_claim(rowtype anyelement, holder text, n integer,
+                            ttl interval DEFAULT '30 seconds',
+                            filter text DEFAULT NULL,
+                            order_by text DEFAULT NULL,
+                            max_attempts integer DEFAULT NULL)
+RETURNS SETOF anyelement
+AS 'MODULE_PATHNAME', 'dlock_claim_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- The one dlock function without a pinned search_path, on purpose: filter
+-- and order_by are the caller's SQL and resolve names as the caller's own
+-- queries do.  dlock's internal queries pin search_path = pg_catalog,
+-- pg_temp for themselves (spi_access.c), and the parts of the claim query
+-- dlock writes name the table and its operator with their schemas.
+COMMENT ON FUNCTION dlock_claim(anyelement, text, integer, interval, text, text, integer) IS
+'claim up to n rows of the table of rowtype matching filter, in order_by order, that no live claim holds; returns them';
+
+CREATE FUNCTION dlock_claimed(tbl regclass, key anyelement, holder text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_claimed_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claimed(regclass, anyelement, text) IS
+'fence for claims: true when holder holds a live claim on that row; it then cannot be taken over until this transaction ends';
+
+CREATE FUNCTION dlock_unclaim(tbl regclass, holder text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_unclaim_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_unclaim(regclass, text) IS
+'give back all of the holder''s live claims on tbl; returns how many';
+
+CREATE FUNCTION dlock_unclaim(tbl regclass, holder text, keys anyarray)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_unclaim_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_unclaim(regclass, text, anyarray) IS
+'give back the holder''s live claims on the rows of tbl with these primary keys; returns how many';
+
+CREATE FUNCTION dlock_renew_claims(tbl regclass, holder text, ttl interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_renew_claims_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_renew_claims(regclass, text, interval) IS
+'heartbeat: extend all of the holder''s live claims on tbl to now + ttl (NULL: their own ttl); returns how many';
+
+CREATE FUNCTION dlock_reset_claims(tbl regclass, keys anyarray)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_reset_claims_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION dlock_reset_claims(regclass, anyarray) FROM PUBLIC;
+COMMENT ON FUNCTION dlock_reset_claims(regclass, anyarray) IS
+'for operators: forget the claims, attempt counts and poison marks of these rows';
+
+CREATE VIEW dlock_claims AS
+    SELECT c.relid::pg_catalog.regclass AS table_name,
+           c.key,
+           c.holder,
+           c.owner::pg_catalog.regrole AS owner,
+           c.token,
+           c.claimed_at,
+           c.expires_at,
+           c.attempts
+      FROM dlock.claim c
+     WHERE c.holder IS NOT NULL
+       AND c.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+GRANT SELECT ON dlock_claims TO PUBLIC;
+COMMENT ON VIEW dlock_claims IS 'one row per unexpired claim';
+
+CREATE VIEW dlock_dead_claims AS
+    SELECT c.relid::pg_catalog.regclass AS table_name,
+           c.key,
+           c.attempts,
+           c.holder AS last_holder,
+           c.claimed_at AS last_claimed_at,
+           c.poisoned_at
+      FROM dlock.claim c
+     WHERE c.poisoned_at IS NOT NULL;
+GRANT SELECT ON dlock_dead_claims TO PUBLIC;
+COMMENT ON VIEW dlock_dead_claims IS 'rows no longer handed out because they were claimed max_attempts times';
+
+-- ---------------------------------------------------------------------
 -- Observability
 -- ---------------------------------------------------------------------
 CREATE FUNCTION dlock_waiters(OUT pid integer, OUT key text, OUT holder text,

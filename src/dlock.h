@@ -46,18 +46,33 @@ typedef enum DlockQuery
 	Q_LEASE_HOLDER_KEYS,
 	Q_LEASE_IDLE_KEYS,
 	Q_LEASE_DELETE_IDLE,
+	Q_CLAIM_LIVE_KEYS,
+	Q_CLAIM_LOOKUP,
+	Q_CLAIM_UPSERT,
+	Q_CLAIM_POISON,
+	Q_CLAIM_CHECK,
+	Q_CLAIM_HOLDER_KEYS,
+	Q_CLAIM_DELETE_KEYS,
+	Q_CLAIM_RENEW,
+	Q_CLAIM_HOLDER_ALL,
+	Q_CLAIM_RESET,
+	Q_CLAIM_IDLE_KEYS,
+	Q_CLAIM_DELETE_IDLE,
 	DLOCK_NUM_QUERIES
 } DlockQuery;
 
 typedef struct DlockSpi
 {
 	Oid			caller;			/* the role that called us: lease owner */
+	Oid			owner;			/* owner of dlock's schema */
 	int			sec_context;
 } DlockSpi;
 
 struct _SPI_plan;
 extern void dlock_spi_begin(DlockSpi *ctx);
 extern void dlock_spi_end(DlockSpi *ctx);
+extern void dlock_spi_as_caller(DlockSpi *ctx);
+extern void dlock_spi_as_owner(DlockSpi *ctx);
 extern struct _SPI_plan *dlock_spi_plan(DlockQuery q, const char *sql,
 										int nargs, Oid *argtypes);
 extern uint64 dlock_spi_run(struct _SPI_plan *plan, Datum *values,

@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "claim.h"
 #include "dlock.h"
 #include "shmem.h"
 
@@ -124,8 +125,8 @@ dlock_validate_sql(PG_FUNCTION_ARGS)
 /*
  * dlock_release_all(holder text) RETURNS bigint
  *
- * Frees every unexpired lease of this holder taken by the calling role;
- * returns how many.  NULL holder is an error.
+ * Frees every unexpired lease and claim of this holder taken by the
+ * calling role; returns how many.  NULL holder is an error.
  */
 PG_FUNCTION_INFO_V1(dlock_release_all_sql);
 Datum
@@ -137,6 +138,7 @@ dlock_release_all_sql(PG_FUNCTION_ARGS)
 	writes_allowed("dlock_release_all()");
 	n = dlock_lease_release_all(holder);
 	dlock_count(DLOCK_STAT_RELEASES, n);
+	n += dlock_claim_release_all(holder);
 	PG_RETURN_INT64(n);
 }
 

@@ -27,6 +27,7 @@
 #include "catalog/pg_namespace.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -65,9 +66,23 @@ dlock_spi_begin(DlockSpi *ctx)
 	Oid			owner = dlock_schema_owner();
 
 	GetUserIdAndSecContext(&ctx->caller, &ctx->sec_context);
+	ctx->owner = owner;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	SetUserIdAndSecContext(owner,
+	dlock_spi_as_owner(ctx);
+}
+
+/* Run the next queries as the caller (claims read the user's table so). */
+void
+dlock_spi_as_caller(DlockSpi *ctx)
+{
+	SetUserIdAndSecContext(ctx->caller, ctx->sec_context);
+}
+
+void
+dlock_spi_as_owner(DlockSpi *ctx)
+{
+	SetUserIdAndSecContext(ctx->owner,
 						   ctx->sec_context | SECURITY_LOCAL_USERID_CHANGE);
 }
 
@@ -80,6 +95,33 @@ dlock_spi_end(DlockSpi *ctx)
 }
 
 /*
+ * Settings for dlock's own queries, planned and run inside a GUC nest
+ * level of their own:
+ *
+ *  - search_path = pg_catalog, pg_temp, whatever the caller's is: the
+ *    queries name every table, function and operator with its schema
+ *    anyway, and nothing a role creates in public or pg_temp can stand in
+ *    for them;
+ *  - enable_seqscan = off: dlock's tables are read by key through their
+ *    primary keys, and a plan made while a table was small (or analysed
+ *    while empty) must not turn every lookup into a scan of the whole
+ *    table once it has grown.  Sweeps that have no index still scan.
+ */
+static int
+pin_internal_settings(void)
+{
+	int			nestlevel = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	(void) set_config_option("enable_seqscan", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	return nestlevel;
+}
+
+/*
  * The kept plan for one of dlock's queries, prepared on first use in this
  * backend.  Plans keep their raw parse trees, so they survive a DROP and
  * CREATE EXTENSION (they are re-analysed against the new tables).
@@ -88,11 +130,14 @@ SPIPlanPtr
 dlock_spi_plan(DlockQuery q, const char *sql, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	plan;
+	int			nestlevel;
 
 	Assert(q >= 0 && q < DLOCK_NUM_QUERIES);
 	if (plans[q] != NULL)
 		return plans[q];
+	nestlevel = pin_internal_settings();
 	plan = SPI_prepare(sql, nargs, argtypes);
+	AtEOXact_GUC(true, nestlevel);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for dlock query %d: %s",
 			 (int) q, SPI_result_code_string(SPI_result));
@@ -111,10 +156,12 @@ dlock_spi_run(SPIPlanPtr plan, Datum *values, const char *nulls,
 			  long tcount, int expect_rc)
 {
 	int			rc;
+	int			nestlevel = pin_internal_settings();
 
 	rc = SPI_execute_snapshot(plan, values, nulls,
 							  GetLatestSnapshot(), InvalidSnapshot,
 							  false, false, tcount);
+	AtEOXact_GUC(true, nestlevel);
 	if (rc != expect_rc)
 		elog(ERROR, "dlock internal query failed: %s",
 			 SPI_result_code_string(rc));

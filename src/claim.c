@@ -1,0 +1,381 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.c
+ *		Claims: leases on rows of the user's own tables, kept in
+ *		dlock.claim and handed out in batches with FOR UPDATE SKIP LOCKED.
+ *
+ * A claim of up to n rows:
+ *	1. reads the keys of the table's live (and poisoned) claims, to leave
+ *	   them out of the candidates;
+ *	2. runs the caller's query (claim_query.c) as the caller: rows that
+ *	   match the filter, in order, locked FOR UPDATE SKIP LOCKED, so rows
+ *	   another transaction is claiming or completing are skipped without
+ *	   waiting, and a row completed a moment ago is re-checked against the
+ *	   filter on its newest version;
+ *	3. takes each candidate's key lock without waiting (skipping the row
+ *	   if another transaction holds it), then re-reads those claims at the
+ *	   latest committed state: a claim that committed after the query's
+ *	   snapshot was taken is seen here, and its row is dropped (the
+ *	   snapshot race of SKIP LOCKED claims with an anti-join);
+ *	4. writes the claims in one conditional upsert (only where the claim is
+ *	   free or expired) and returns exactly the rows it wrote.
+ * A claimer never waits for another claimer, so claimers cannot deadlock
+ * with each other; it never waits for a transaction completing claimed
+ * work either (SKIP LOCKED, conditional key locks).
+ *
+ * A claim row keeps its attempts count after expiry; rows claimed
+ * max_attempts times are marked poisoned and no longer handed out.
+ * Everything done to claims after they are made is in claim_manage.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "claim.h"
+#include "shmem.h"
+
+#define EQ " OPERATOR(pg_catalog.=) "
+
+/* one candidate row of a claim */
+typedef struct Candidate
+{
+	text	   *key;
+	Datum		row;			/* whole-row datum from the user's table */
+	bool		locked;			/* we took its key lock */
+	bool		claimable;
+	bool		claimed;
+} Candidate;
+
+/* index of key in candidates sorted by key (through order[]), or -1 */
+static int
+find_candidate(Candidate *c, int *order, int n, text *key)
+{
+	int			lo = 0,
+				hi = n - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+		int			r = dlock_text_cmp(&key, &c[order[mid]].key);
+
+		if (r == 0)
+			return order[mid];
+		if (r < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
+static Candidate *sort_base;
+
+static int
+candidate_cmp(const void *a, const void *b)
+{
+	return dlock_text_cmp(&sort_base[*(const int *) a].key,
+					&sort_base[*(const int *) b].key);
+}
+
+/* keys of live or poisoned claims on a table: left out of candidates */
+static text **
+excluded_keys(Oid relid, TimestampTz now, int *n)
+{
+	Oid			types[2] = {OIDOID, TIMESTAMPTZOID};
+	Datum		values[2] = {ObjectIdGetDatum(relid), TimestampTzGetDatum(now)};
+	SPIPlanPtr	plan;
+
+	plan = dlock_spi_plan(Q_CLAIM_LIVE_KEYS,
+						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1"
+						  "   AND (expires_at OPERATOR(pg_catalog.>) $2"
+						  "        OR poisoned_at IS NOT NULL)",
+						  2, types);
+	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	return dlock_copy_key_column(*n);
+}
+
+static Datum
+pk_array(const ClaimTarget *t, text **keys, int n)
+{
+	Datum	   *vals = palloc(sizeof(Datum) * Max(n, 1));
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	for (int i = 0; i < n; i++)
+		vals[i] = dlock_claim_key_value(t, keys[i]);
+	get_typlenbyvalalign(t->pk_type, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(vals, n, t->pk_type, typlen,
+										   typbyval, typalign));
+}
+
+/*
+ * Decide, for the candidates whose key lock we hold, which are claimable
+ * now: no claim, or a free or expired one, not poisoned, and not yet
+ * claimed max_attempts times (those are marked poisoned).
+ */
+static void
+decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
+				 TimestampTz now)
+{
+	Oid			types[2] = {OIDOID, TEXTARRAYOID};
+	Datum		values[3];
+	text	  **locked = palloc(sizeof(text *) * Max(n, 1));
+	text	  **poison = palloc(sizeof(text *) * Max(n, 1));
+	int			nlocked = 0;
+	int			npoison = 0;
+	SPIPlanPtr	plan;
+	uint64		nrows;
+
+	for (int i = 0; i < n; i++)
+	{
+		c[i].claimable = c[i].locked;
+		if (c[i].locked)
+			locked[nlocked++] = c[i].key;
+	}
+	if (nlocked == 0)
+		return;
+
+	values[0] = ObjectIdGetDatum(req->target->relid);
+	values[1] = dlock_text_array(locked, nlocked);
+	plan = dlock_spi_plan(Q_CLAIM_LOOKUP,
+						  "SELECT key, holder IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp(),"
+						  "       attempts, poisoned_at IS NOT NULL"
+						  "  FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+						  2, types);
+	nrows = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	for (uint64 r = 0; r < nrows; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		text	   *key = DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull));
+		bool		live = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
+		int			attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		bool		poisoned = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+		int			i = find_candidate(c, order, n, key);
+
+		if (i < 0)
+			continue;
+		if (live || poisoned)
+			c[i].claimable = false;
+		else if (req->max_attempts > 0 && attempts >= req->max_attempts)
+		{
+			c[i].claimable = false;
+			poison[npoison++] = c[i].key;
+		}
+	}
+
+	if (npoison > 0)
+	{
+		Oid			ptypes[3] = {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID};
+
+		values[1] = dlock_text_array(poison, npoison);
+		values[2] = TimestampTzGetDatum(now);
+		plan = dlock_spi_plan(Q_CLAIM_POISON,
+							  "UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
+							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+							  "   AND poisoned_at IS NULL",
+							  3, ptypes);
+		dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
+	}
+}
+
+/*
+ * Write the claims of the claimable candidates; only where the claim is
+ * still free or expired.  Marks the candidates actually claimed.
+ */
+static int
+write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
+			 Oid role, int64 token, TimestampTz now, int64 *redelivered)
+{
+	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
+	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[8];
+	text	  **keys = palloc(sizeof(text *) * Max(n, 1));
+	int			nkeys = 0;
+	SPIPlanPtr	plan;
+	uint64		nrows;
+	int			claimed = 0;
+
+	for (int i = 0; i < n; i++)
+		if (c[i].claimable)
+			keys[nkeys++] = c[i].key;
+	if (nkeys == 0)
+		return 0;
+
+	values[0] = ObjectIdGetDatum(req->target->relid);
+	values[1] = dlock_text_array(keys, nkeys);
+	values[2] = PointerGetDatum(req->holder);
+	values[3] = ObjectIdGetDatum(role);
+	values[4] = Int64GetDatum(token);
+	values[5] = Int64GetDatum(req->ttl_us);
+	values[6] = TimestampTzGetDatum(now);
+	values[7] = TimestampTzGetDatum(now + req->ttl_us);
+	plan = dlock_spi_plan(Q_CLAIM_UPSERT,
+						  "INSERT INTO " DLOCK_SCHEMA ".claim AS c"
+						  " (relid, key, holder, owner, token, ttl_us, claimed_at, expires_at, attempts)"
+						  " SELECT $1, k, $3, $4, $5, $6, $7, $8, 1"
+						  "   FROM pg_catalog.unnest($2) AS u(k)"
+						  " ON CONFLICT (relid, key) DO UPDATE"
+						  "   SET holder = excluded.holder, owner = excluded.owner,"
+						  "       token = excluded.token, ttl_us = excluded.ttl_us,"
+						  "       claimed_at = excluded.claimed_at,"
+						  "       expires_at = excluded.expires_at,"
+						  "       attempts = c.attempts OPERATOR(pg_catalog.+) 1"
+						  " WHERE c.poisoned_at IS NULL"
+						  "   AND (c.holder IS NULL OR c.expires_at OPERATOR(pg_catalog.<=) $7)"
+						  " RETURNING key, attempts",
+						  8, types);
+	nrows = dlock_spi_run(plan, values, NULL, 0, SPI_OK_INSERT_RETURNING);
+	for (uint64 r = 0; r < nrows; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		bool		isnull;
+		text	   *key = DatumGetTextPP(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		int			attempts = DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+		int			i = find_candidate(c, order, n, key);
+
+		if (i >= 0 && !c[i].claimed)
+		{
+			c[i].claimed = true;
+			claimed++;
+			if (attempts > 1)
+				(*redelivered)++;
+		}
+	}
+	return claimed;
+}
+
+/*
+ * Claim up to req->n rows; the claimed rows go to out, in the order of
+ * the caller's order_by.
+ */
+void
+dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
+				 TupleDesc outdesc)
+{
+	const ClaimTarget *t = req->target;
+	DlockSpi	spi;
+	SPIPlanPtr	uplan;
+	text	  **excl;
+	int			nexcl;
+	int			maxexcl;
+	int			claimed = 0;
+	int64		redelivered = 0;
+	int64		token = 0;
+
+	dlock_spi_begin(&spi);
+	excl = excluded_keys(t->relid, GetCurrentTimestamp(), &nexcl);
+	maxexcl = nexcl + req->n + 1;
+	excl = repalloc(excl, sizeof(text *) * maxexcl);
+
+	dlock_spi_as_caller(&spi);
+	uplan = dlock_claim_user_plan(t, req->filter, req->order_by);
+	dlock_spi_as_owner(&spi);
+
+	while (claimed < req->n)
+	{
+		int			need = req->n - claimed;
+		Datum		uvalues[2];
+		int			rc;
+		uint64		ncand;
+		SPITupleTable *cand;
+		Candidate  *c;
+		int		   *order;
+		TimestampTz now;
+
+		CHECK_FOR_INTERRUPTS();
+
+		/* candidate rows, read and locked as the caller */
+		uvalues[0] = pk_array(t, excl, nexcl);
+		uvalues[1] = Int64GetDatum(need);
+		dlock_spi_as_caller(&spi);
+		rc = SPI_execute_plan(uplan, uvalues, NULL, false, 0);
+		dlock_spi_as_owner(&spi);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
+		ncand = SPI_processed;
+		cand = SPI_tuptable;
+		if (ncand == 0)
+			break;
+
+		c = palloc0(sizeof(Candidate) * ncand);
+		order = palloc(sizeof(int) * ncand);
+		for (uint64 i = 0; i < ncand; i++)
+		{
+			bool		isnull;
+			Datum		pk = SPI_getbinval(cand->vals[i], cand->tupdesc, 2, &isnull);
+			DlockKeyLock kl;
+
+			c[i].row = SPI_getbinval(cand->vals[i], cand->tupdesc, 1, &isnull);
+			c[i].key = dlock_claim_key_text(t, pk, t->pk_type);
+			kl = dlock_claim_keylock(t->relid, c[i].key);
+			c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
+			order[i] = (int) i;
+			/* never offer this row again in this call */
+			if (nexcl >= maxexcl)
+			{
+				maxexcl *= 2;
+				excl = repalloc(excl, sizeof(text *) * maxexcl);
+			}
+			excl[nexcl++] = c[i].key;
+		}
+		sort_base = c;
+		qsort(order, ncand, sizeof(int), candidate_cmp);
+
+		now = GetCurrentTimestamp();
+		decide_claimable(req, c, order, (int) ncand, now);
+		if (token == 0)
+		{
+			for (uint64 i = 0; i < ncand && token == 0; i++)
+				if (c[i].claimable)
+					token = dlock_next_token();
+		}
+		claimed += write_claims(req, c, order, (int) ncand, spi.caller, token,
+								now, &redelivered);
+
+		for (uint64 i = 0; i < ncand; i++)
+		{
+			if (c[i].claimed)
+			{
+				HeapTupleHeader hdr = DatumGetHeapTupleHeader(c[i].row);
+				HeapTupleData tup;
+
+				tup.t_len = HeapTupleHeaderGetDatumLength(hdr);
+				ItemPointerSetInvalid(&tup.t_self);
+				tup.t_tableOid = InvalidOid;
+				tup.t_data = hdr;
+				tuplestore_puttuple(out, &tup);
+			}
+			else if (c[i].locked)
+			{
+				DlockKeyLock kl = dlock_claim_keylock(t->relid, c[i].key);
+
+				dlock_key_unlock(&kl, ExclusiveLock);
+			}
+		}
+		if (ncand < (uint64) need)
+			break;
+	}
+
+	dlock_count(DLOCK_STAT_CLAIMS, claimed);
+	dlock_count(DLOCK_STAT_REDELIVERIES, redelivered);
+	if (claimed > 0)
+		dlock_claim_maybe_cleanup();
+	dlock_spi_end(&spi);
+}
+

@@ -1,0 +1,80 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.h
+ *		Declarations for claims: leases on rows of the user's own tables.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_CLAIM_H
+#define DLOCK_CLAIM_H
+
+#include "access/attnum.h"
+#include "access/tupdesc.h"
+#include "utils/tuplestore.h"
+
+#include "dlock.h"
+
+#define DLOCK_MAX_CLAIM_BATCH	1000
+
+/* A table that rows can be claimed from, and how to name its rows. */
+typedef struct ClaimTarget
+{
+	Oid			relid;
+	Oid			rowtype;
+	char		relkind;
+	char	   *relname;		/* quoted, unqualified: the whole-row name */
+	char	   *qualname;		/* quoted, schema-qualified */
+	AttrNumber	pk_attnum;
+	char	   *pk_colname;		/* quoted */
+	Oid			pk_type;
+	Oid			pk_array_type;
+	char	   *pk_eq_op;		/* OPERATOR(schema.=) of the primary key */
+	Oid			pk_out_fn;
+	Oid			pk_in_fn;
+	Oid			pk_ioparam;
+	bool		stale;			/* invalidated: rebuild on next lookup */
+} ClaimTarget;
+
+/* claim_target.c */
+extern const ClaimTarget *dlock_claim_target_for_type(Oid rowtype);
+extern const ClaimTarget *dlock_claim_target_for_rel(Oid relid);
+extern text *dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type);
+extern Datum dlock_claim_key_value(const ClaimTarget *t, text *key);
+extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
+
+extern Datum dlock_text_array(text **keys, int n);
+extern int	dlock_text_cmp(const void *a, const void *b);
+extern int	dlock_sort_unique_keys(text **keys, int n);
+extern text **dlock_copy_key_column(uint64 n);
+
+/* claim_query.c */
+extern void dlock_check_filter(const char *filter);
+extern void dlock_check_order_by(const char *order_by);
+extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
+											   const char *filter,
+											   const char *order_by);
+
+/* claim.c */
+typedef struct ClaimRequest
+{
+	const ClaimTarget *target;
+	text	   *holder;
+	int			n;
+	int64		ttl_us;
+	const char *filter;
+	const char *order_by;
+	int			max_attempts;	/* 0: no limit */
+} ClaimRequest;
+
+extern void dlock_claim_rows(const ClaimRequest *req,
+							 Tuplestorestate *out, TupleDesc outdesc);
+extern bool dlock_claim_check(const ClaimTarget *t, text *key, text *holder);
+extern int64 dlock_claim_unclaim(const ClaimTarget *t, text *holder,
+								 text **keys, int nkeys);
+extern int64 dlock_claim_renew(const ClaimTarget *t, text *holder,
+							   int64 ttl_us);
+extern int64 dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys);
+extern int64 dlock_claim_release_all(text *holder);
+extern void dlock_claim_maybe_cleanup(void);
+
+#endif							/* DLOCK_CLAIM_H */

@@ -1,0 +1,217 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_funcs.c
+ *		SQL-callable entry points for claims.  Each checks and unpacks its
+ *		arguments and calls claim.c or claim_manage.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "claim.h"
+
+static void
+require_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+}
+
+static const ClaimTarget *
+arg_table(FunctionCallInfo fcinfo, int argno)
+{
+	require_arg(fcinfo, argno, "table");
+	return dlock_claim_target_for_rel(PG_GETARG_OID(argno));
+}
+
+static char *
+arg_sql_text(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	char	   *s;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (s[strspn(s, " \t\r\n")] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what),
+				 errhint("Pass NULL for no %s.", what)));
+	return s;
+}
+
+/* the key texts of the elements of an array argument */
+static text **
+arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n)
+{
+	ArrayType  *arr;
+	Oid			elemtype;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	text	  **keys;
+
+	require_arg(fcinfo, argno, "keys");
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	elemtype = ARR_ELEMTYPE(arr);
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
+					  &elems, &nulls, n);
+	keys = palloc(sizeof(text *) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("keys must not contain nulls")));
+		keys[i] = dlock_claim_key_text(t, elems[i], elemtype);
+	}
+	return keys;
+}
+
+/*
+ * dlock_claim(rowtype anyelement, holder text, n int,
+ *			   ttl interval DEFAULT '30 seconds', filter text DEFAULT NULL,
+ *			   order_by text DEFAULT NULL, max_attempts int DEFAULT NULL)
+ *		RETURNS SETOF anyelement
+ *
+ * Claims up to n rows of the table whose row type rowtype is, that match
+ * filter, in order_by order (default: primary key), that no live claim
+ * holds; returns them whole.  rowtype's value is ignored (NULL::tbl).
+ * NULL holder, n or ttl is an error; NULL filter, order_by, max_attempts
+ * mean none.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_sql);
+Datum
+dlock_claim_sql(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ClaimRequest req;
+	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, 0);
+
+	req.target = dlock_claim_target_for_type(rowtype);
+	req.holder = dlock_arg_holder(fcinfo, 1);
+	require_arg(fcinfo, 2, "n");
+	req.n = PG_GETARG_INT32(2);
+	if (req.n < 1 || req.n > DLOCK_MAX_CLAIM_BATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be between 1 and %d", DLOCK_MAX_CLAIM_BATCH),
+				 errdetail("n was %d.", req.n)));
+	req.ttl_us = dlock_arg_ttl(fcinfo, 3, false);
+	req.filter = arg_sql_text(fcinfo, 4, "filter");
+	req.order_by = arg_sql_text(fcinfo, 5, "order_by");
+	req.max_attempts = 0;
+	if (!PG_ARGISNULL(6))
+	{
+		req.max_attempts = PG_GETARG_INT32(6);
+		if (req.max_attempts < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_attempts must be at least 1")));
+	}
+	if (req.filter)
+		dlock_check_filter(req.filter);
+	if (req.order_by)
+		dlock_check_order_by(req.order_by);
+	PreventCommandDuringRecovery("dlock_claim()");
+
+	InitMaterializedSRF(fcinfo, 0);
+	dlock_claim_rows(&req, rsinfo->setResult, rsinfo->setDesc);
+	PG_RETURN_VOID();
+}
+
+/*
+ * dlock_claimed(tbl regclass, key anyelement, holder text) RETURNS boolean
+ *
+ * The fence for claims: true when holder (and the calling role) holds an
+ * unexpired claim on the row of tbl with that primary key; the claim then
+ * cannot be taken over until the calling transaction ends.  NULL
+ * arguments are errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_claimed_sql);
+Datum
+dlock_claimed_sql(PG_FUNCTION_ARGS)
+{
+	const ClaimTarget *t = arg_table(fcinfo, 0);
+	text	   *key;
+	text	   *holder;
+
+	require_arg(fcinfo, 1, "key");
+	key = dlock_claim_key_text(t, PG_GETARG_DATUM(1),
+							   get_fn_expr_argtype(fcinfo->flinfo, 1));
+	holder = dlock_arg_holder(fcinfo, 2);
+	PG_RETURN_BOOL(dlock_claim_check(t, key, holder));
+}
+
+/*
+ * dlock_unclaim(tbl regclass, holder text) RETURNS bigint
+ * dlock_unclaim(tbl regclass, holder text, keys anyarray) RETURNS bigint
+ *
+ * Gives back the holder's live claims on tbl (all, or the rows with those
+ * primary keys) at once; returns how many.  NULL arguments are errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_unclaim_sql);
+Datum
+dlock_unclaim_sql(PG_FUNCTION_ARGS)
+{
+	const ClaimTarget *t = arg_table(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	text	  **keys = NULL;
+	int			nkeys = 0;
+
+	if (PG_NARGS() > 2)
+		keys = arg_keys(fcinfo, 2, t, &nkeys);
+	PreventCommandDuringRecovery("dlock_unclaim()");
+	PG_RETURN_INT64(dlock_claim_unclaim(t, holder, keys, nkeys));
+}
+
+/*
+ * dlock_renew_claims(tbl regclass, holder text, ttl interval DEFAULT NULL)
+ *		RETURNS bigint
+ *
+ * Heartbeat: extends every live claim of holder on tbl to now + ttl
+ * (NULL: the ttl each was claimed with); returns how many.
+ */
+PG_FUNCTION_INFO_V1(dlock_renew_claims_sql);
+Datum
+dlock_renew_claims_sql(PG_FUNCTION_ARGS)
+{
+	const ClaimTarget *t = arg_table(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, true);
+
+	PreventCommandDuringRecovery("dlock_renew_claims()");
+	PG_RETURN_INT64(dlock_claim_renew(t, holder, ttl_us));
+}
+
+/*
+ * dlock_reset_claims(tbl regclass, keys anyarray) RETURNS bigint
+ *
+ * For operators (EXECUTE revoked from PUBLIC): forgets the claims,
+ * attempt counts and poison marks of those rows; returns how many claim
+ * rows were deleted.
+ */
+PG_FUNCTION_INFO_V1(dlock_reset_claims_sql);
+Datum
+dlock_reset_claims_sql(PG_FUNCTION_ARGS)
+{
+	const ClaimTarget *t = arg_table(fcinfo, 0);
+	int			nkeys;
+	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys);
+
+	PreventCommandDuringRecovery("dlock_reset_claims()");
+	PG_RETURN_INT64(dlock_claim_reset(t, keys, nkeys));
+}

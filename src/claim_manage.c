@@ -1,0 +1,339 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_manage.c
+ *		What happens to claims after they are made: the dlock_claimed
+ *		fence, giving claims back, heartbeats, operator resets,
+ *		dlock_release_all, and the sweep of long-expired claim rows.
+ *
+ * Lock order: functions that wait for key locks take them in key order
+ * (and table order), so two of them cannot deadlock with each other.
+ * Claimers never wait (claim.c), so they cannot take part in a deadlock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/pg_prng.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "claim.h"
+#include "shmem.h"
+
+#define EQ " OPERATOR(pg_catalog.=) "
+
+static bool
+claim_held(Oid relid, text *key, text *holder, Oid role)
+{
+	Oid			types[2] = {OIDOID, TEXTOID};
+	Datum		values[2] = {ObjectIdGetDatum(relid), PointerGetDatum(key)};
+	SPIPlanPtr	plan;
+	bool		isnull;
+	HeapTuple	tup;
+	text	   *h;
+	Datum		d;
+
+	plan = dlock_spi_plan(Q_CLAIM_CHECK,
+						  "SELECT holder, owner, expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+						  "  FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND key" EQ "$2",
+						  2, types);
+	if (dlock_spi_run(plan, values, NULL, 1, SPI_OK_SELECT) == 0)
+		return false;
+	tup = SPI_tuptable->vals[0];
+	d = SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		return false;
+	h = DatumGetTextPP(d);
+	return DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) &&
+		DatumGetObjectId(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)) == role &&
+		dlock_text_cmp(&h, &holder) == 0;
+}
+
+/*
+ * True when holder (and the calling role) holds an unexpired claim on the
+ * row with this key; the share key lock kept to the end of the
+ * transaction holds off any takeover until then.
+ */
+bool
+dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
+{
+	DlockKeyLock kl = dlock_claim_keylock(t->relid, key);
+	DlockSpi	spi;
+	bool		ok;
+
+	dlock_spi_begin(&spi);
+	ok = claim_held(t->relid, key, holder, spi.caller);
+	if (ok)
+	{
+		dlock_key_lock(&kl, ShareLock);
+		ok = claim_held(t->relid, key, holder, spi.caller);
+		if (!ok)
+			dlock_key_unlock(&kl, ShareLock);
+	}
+	if (!ok)
+		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
+	dlock_spi_end(&spi);
+	return ok;
+}
+
+/* keys of the holder's live claims on a table, sorted */
+static text **
+holder_keys(Oid relid, text *holder, Oid role, int *n)
+{
+	Oid			types[3] = {OIDOID, TEXTOID, OIDOID};
+	Datum		values[3] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
+	ObjectIdGetDatum(role)};
+	SPIPlanPtr	plan;
+
+	plan = dlock_spi_plan(Q_CLAIM_HOLDER_KEYS,
+						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+						  " ORDER BY key",
+						  3, types);
+	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	return dlock_copy_key_column(*n);
+}
+
+static void
+lock_keys(Oid relid, text **keys, int n, LOCKMODE mode)
+{
+	for (int i = 0; i < n; i++)
+	{
+		DlockKeyLock kl = dlock_claim_keylock(relid, keys[i]);
+
+		CHECK_FOR_INTERRUPTS();
+		dlock_key_lock(&kl, mode);
+	}
+}
+
+/* delete the holder's live claims on these keys (locked by the caller) */
+static int64
+delete_holder_claims(Oid relid, text **keys, int n, text *holder, Oid role)
+{
+	Oid			types[4] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
+	Datum		values[4];
+	SPIPlanPtr	plan;
+
+	if (n == 0)
+		return 0;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(role);
+	plan = dlock_spi_plan(Q_CLAIM_DELETE_KEYS,
+						  "DELETE FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+						  "   AND holder" EQ "$3 AND owner" EQ "$4"
+						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
+						  4, types);
+	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
+}
+
+/*
+ * Give back the holder's live claims on a table: all of them (keys NULL)
+ * or those rows.  The claim rows are deleted.
+ */
+int64
+dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
+{
+	DlockSpi	spi;
+	int64		n;
+
+	dlock_spi_begin(&spi);
+	if (keys == NULL)
+		keys = holder_keys(t->relid, holder, spi.caller, &nkeys);
+	else
+		nkeys = dlock_sort_unique_keys(keys, nkeys);
+	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
+	n = delete_holder_claims(t->relid, keys, nkeys, holder, spi.caller);
+	dlock_spi_end(&spi);
+	return n;
+}
+
+/*
+ * Heartbeat: extend every live claim of the holder on a table to now +
+ * ttl (ttl_us < 0: each claim's own ttl).  Share key locks, so a renewal
+ * and the holder's own fenced completions do not wait for each other.
+ */
+int64
+dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
+{
+	Oid			types[5] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID};
+	Datum		values[5];
+	DlockSpi	spi;
+	SPIPlanPtr	plan;
+	text	  **keys;
+	int			nkeys;
+	int64		n = 0;
+
+	dlock_spi_begin(&spi);
+	keys = holder_keys(t->relid, holder, spi.caller, &nkeys);
+	lock_keys(t->relid, keys, nkeys, ShareLock);
+	if (nkeys > 0)
+	{
+		values[0] = ObjectIdGetDatum(t->relid);
+		values[1] = dlock_text_array(keys, nkeys);
+		values[2] = PointerGetDatum(holder);
+		values[3] = ObjectIdGetDatum(spi.caller);
+		values[4] = Int64GetDatum(ttl_us);
+		plan = dlock_spi_plan(Q_CLAIM_RENEW,
+							  "UPDATE " DLOCK_SCHEMA ".claim"
+							  "   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END,"
+							  "       expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)"
+							  "         pg_catalog.make_interval(secs => (CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
+							  "           THEN ttl_us ELSE $5 END)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
+							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+							  "   AND holder" EQ "$3 AND owner" EQ "$4"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
+							  5, types);
+		n = (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
+	}
+	dlock_spi_end(&spi);
+	return n;
+}
+
+/* Operators: forget the claims, attempts and poison marks of these rows. */
+int64
+dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
+{
+	Oid			types[2] = {OIDOID, TEXTARRAYOID};
+	Datum		values[2];
+	DlockSpi	spi;
+	SPIPlanPtr	plan;
+	int64		n;
+
+	dlock_spi_begin(&spi);
+	nkeys = dlock_sort_unique_keys(keys, nkeys);
+	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
+	values[0] = ObjectIdGetDatum(t->relid);
+	values[1] = dlock_text_array(keys, nkeys);
+	plan = dlock_spi_plan(Q_CLAIM_RESET,
+						  "DELETE FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+						  2, types);
+	n = (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
+	dlock_spi_end(&spi);
+	return n;
+}
+
+/* dlock_release_all's part: delete every live claim of holder and role */
+int64
+dlock_claim_release_all(text *holder)
+{
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		values[2];
+	DlockSpi	spi;
+	SPIPlanPtr	plan;
+	uint64		nrows;
+	Oid		   *relids;
+	text	  **keys;
+	int64		n = 0;
+	uint64		start = 0;
+
+	dlock_spi_begin(&spi);
+	values[0] = PointerGetDatum(holder);
+	values[1] = ObjectIdGetDatum(spi.caller);
+	plan = dlock_spi_plan(Q_CLAIM_HOLDER_ALL,
+						  "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE holder" EQ "$1 AND owner" EQ "$2"
+						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+						  " ORDER BY relid, key",
+						  2, types);
+	nrows = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	keys = dlock_copy_key_column(nrows);
+	relids = palloc(sizeof(Oid) * Max(nrows, 1));
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		bool		isnull;
+
+		relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+												   SPI_tuptable->tupdesc, 2,
+												   &isnull));
+	}
+	/* one table at a time, keys in order */
+	for (uint64 i = 1; i <= nrows; i++)
+	{
+		if (i == nrows || relids[i] != relids[start])
+		{
+			lock_keys(relids[start], keys + start, (int) (i - start), ExclusiveLock);
+			n += delete_holder_claims(relids[start], keys + start,
+									  (int) (i - start), holder, spi.caller);
+			start = i;
+		}
+	}
+	dlock_spi_end(&spi);
+	return n;
+}
+
+/*
+ * Now and then (and only in a transaction of its own), a claim deletes
+ * claim rows that expired longer than dlock.idle_key_lifetime ago and are
+ * not poisoned, so that claim storage does not grow with every claim ever
+ * made.  Rows another transaction holds the key lock of are skipped.
+ */
+void
+dlock_claim_maybe_cleanup(void)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, TEXTOID};
+	Datum		values[3];
+	SPIPlanPtr	sel;
+	SPIPlanPtr	del;
+	uint64		n;
+	text	  **keys;
+	Oid		   *relids;
+
+	if (IsTransactionBlock() ||
+		(pg_prng_uint32(&pg_global_prng_state) & 63) != 0)
+		return;
+
+	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
+									(int64) dlock_idle_key_lifetime_s * USECS_PER_SEC);
+	sel = dlock_spi_plan(Q_CLAIM_IDLE_KEYS,
+						 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+						 " WHERE expires_at OPERATOR(pg_catalog.<) $1"
+						 "   AND poisoned_at IS NULL LIMIT 256",
+						 1, types);
+	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
+	keys = dlock_copy_key_column(n);
+	relids = palloc(sizeof(Oid) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+												   SPI_tuptable->tupdesc, 2,
+												   &isnull));
+	}
+
+	types[0] = OIDOID;
+	types[1] = TEXTOID;
+	{
+		Oid			dtypes[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
+
+		del = dlock_spi_plan(Q_CLAIM_DELETE_IDLE,
+							 "DELETE FROM " DLOCK_SCHEMA ".claim"
+							 " WHERE relid" EQ "$1 AND key" EQ "$2"
+							 "   AND expires_at OPERATOR(pg_catalog.<) $3"
+							 "   AND poisoned_at IS NULL",
+							 3, dtypes);
+	}
+	values[2] = values[0];
+	for (uint64 i = 0; i < n; i++)
+	{
+		DlockKeyLock kl = dlock_claim_keylock(relids[i], keys[i]);
+
+		CHECK_FOR_INTERRUPTS();
+		if (!dlock_key_trylock(&kl, ExclusiveLock))
+			continue;
+		values[0] = ObjectIdGetDatum(relids[i]);
+		values[1] = PointerGetDatum(keys[i]);
+		if (dlock_spi_run(del, values, NULL, 0, SPI_OK_DELETE) == 0)
+			dlock_key_unlock(&kl, ExclusiveLock);
+	}
+}

@@ -1,0 +1,262 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_query.c
+ *		The query a claim runs on the user's table: checking the caller's
+ *		filter and order_by, building the query around them, and keeping
+ *		its plan.
+ *
+ * filter and order_by are SQL text written by the caller and evaluated as
+ * the caller.  They must stay what they claim to be: one expression, one
+ * ORDER BY list.  Each is parsed on its own inside a wrapper with
+ * PostgreSQL's raw parser, and the parse tree is checked to be that single
+ * SELECT with nothing but the expression (or sort list) in it: text that
+ * closes the parenthesis, adds a statement, a FROM, a LIMIT, a locking
+ * clause, a set operation or a parameter reference is rejected before
+ * anything runs; and its parentheses must balance on their own (see
+ * check_balanced).  The text is later placed in the query inside the same
+ * kind of wrapper (newlines included, so a trailing -- comment cannot
+ * swallow the rest of the query).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/parsenodes.h"
+#include "parser/parser.h"
+#include "parser/scanner.h"
+#include "utils/memutils.h"
+
+#include "claim.h"
+
+#define MAX_CACHED_PLANS	64
+
+typedef struct UserPlan
+{
+	char	   *sql;
+	SPIPlanPtr	plan;
+} UserPlan;
+
+static List *user_plans = NIL;	/* most recently used first */
+
+static bool
+contains_param_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, ParamRef))
+		return true;
+	return raw_expression_tree_walker(node, contains_param_walker, context);
+}
+
+static void
+reject(const char *what, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_SYNTAX_ERROR),
+			 errmsg("%s must be a single SQL %s", what,
+					strcmp(what, "filter") == 0 ? "expression" : "ORDER BY list"),
+			 errdetail("%s", why)));
+}
+
+/*
+ * The caller's text must keep its parentheses and brackets balanced:
+ * "true) OR (true" parses inside the wrapper, but in the real query it
+ * would pull the conditions after it into an OR.  Scanned with
+ * PostgreSQL's own lexer, so parentheses in strings and comments do not
+ * count.
+ */
+static void
+check_balanced(const char *what, const char *text)
+{
+	core_yy_extra_type extra;
+	core_yyscan_t scanner;
+	core_YYSTYPE yylval;
+	YYLTYPE		yylloc;
+	int			depth = 0;
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		failed = false;
+
+	PG_TRY();
+	{
+		scanner = scanner_init(text, &extra, &ScanKeywords, ScanKeywordTokens);
+		for (;;)
+		{
+			int			tok = core_yylex(&yylval, &yylloc, scanner);
+
+			if (tok == 0)
+				break;
+			if (tok == '(' || tok == '[')
+				depth++;
+			else if ((tok == ')' || tok == ']') && --depth < 0)
+				break;
+		}
+		scanner_finish(scanner);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		failed = true;
+	}
+	PG_END_TRY();
+
+	if (failed)
+		reject(what, "It does not scan as SQL.");
+	if (depth != 0)
+		reject(what, "Its parentheses or brackets are not balanced.");
+}
+
+/*
+ * Parse sql (the wrapper with the caller's text in it) and check that it
+ * is one plain SELECT whose only parts are the expected ones.
+ */
+static void
+check_wrapped(const char *what, const char *sql, bool is_order_by)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *stmts = NIL;
+	SelectStmt *sel;
+	char	   *parse_error = NULL;
+
+	PG_TRY();
+	{
+		stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		parse_error = edata->message;
+	}
+	PG_END_TRY();
+
+	if (parse_error != NULL)
+		reject(what, psprintf("It does not parse on its own: %s.", parse_error));
+	if (list_length(stmts) != 1)
+		reject(what, "It contains more than one statement.");
+	sel = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
+	if (!IsA(sel, SelectStmt) || sel->op != SETOP_NONE)
+		reject(what, "It changes the structure of the query.");
+	if (sel->fromClause != NIL || sel->whereClause != NULL ||
+		sel->groupClause != NIL || sel->havingClause != NULL ||
+		sel->windowClause != NIL || sel->valuesLists != NIL ||
+		sel->limitCount != NULL || sel->limitOffset != NULL ||
+		sel->lockingClause != NIL || sel->withClause != NULL ||
+		sel->intoClause != NULL || sel->distinctClause != NIL ||
+		list_length(sel->targetList) != 1 ||
+		(sel->sortClause != NIL) != is_order_by)
+		reject(what, "It adds clauses of its own to the query.");
+	if (contains_param_walker((Node *) sel->targetList, NULL) ||
+		contains_param_walker((Node *) sel->sortClause, NULL))
+		reject(what, "It refers to query parameters ($n).");
+}
+
+void
+dlock_check_filter(const char *filter)
+{
+	check_balanced("filter", filter);
+	check_wrapped("filter", psprintf("SELECT (\n%s\n)", filter), false);
+}
+
+void
+dlock_check_order_by(const char *order_by)
+{
+	check_balanced("order_by", order_by);
+	check_wrapped("order_by", psprintf("SELECT 1 ORDER BY\n%s\n", order_by), true);
+}
+
+/*
+ *	SELECT tbl, tbl.pk FROM [ONLY] schema.tbl
+ *	 WHERE (filter) AND NOT (tbl.pk OPERATOR(s.=) ANY ($1))
+ *	 ORDER BY order_by
+ *	 LIMIT $2
+ *	 FOR UPDATE OF tbl SKIP LOCKED
+ *
+ * $1 holds the keys to leave out (live claims, and rows already tried in
+ * this call), so that claimers do not lock and re-check every row other
+ * claimers hold: the cost of a claim grows with the live claims, not with
+ * the table.
+ */
+static char *
+build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s, %s.%s FROM %s%s",
+					 t->relname, t->relname, t->pk_colname,
+					 t->relkind == 'r' ? "ONLY " : "", t->qualname);
+	appendStringInfo(&sql, " WHERE (\n%s\n)", filter ? filter : "true");
+	appendStringInfo(&sql, " AND NOT (%s.%s %s ANY ($1))",
+					 t->relname, t->pk_colname, t->pk_eq_op);
+	if (order_by)
+		appendStringInfo(&sql, " ORDER BY\n%s\n", order_by);
+	else
+		appendStringInfo(&sql, " ORDER BY %s.%s", t->relname, t->pk_colname);
+	appendStringInfo(&sql, " LIMIT $2 FOR UPDATE OF %s SKIP LOCKED", t->relname);
+	return sql.data;
+}
+
+/*
+ * The kept plan of a claim query.  Prepared once per distinct query text
+ * in this backend (at most MAX_CACHED_PLANS are kept) with custom plans,
+ * so that the list of keys to leave out is planned as a constant and
+ * tested through a hash table.
+ */
+SPIPlanPtr
+dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
+					  const char *order_by)
+{
+	char	   *sql = build_sql(t, filter, order_by);
+	Oid			types[2] = {t->pk_array_type, INT8OID};
+	ListCell   *lc;
+	UserPlan   *up;
+	SPIPlanPtr	plan;
+	MemoryContext old;
+
+	foreach(lc, user_plans)
+	{
+		up = lfirst(lc);
+		if (strcmp(up->sql, sql) == 0)
+		{
+			if (foreach_current_index(lc) > 0)
+			{
+				user_plans = foreach_delete_current(user_plans, lc);
+				user_plans = lcons(up, user_plans);
+			}
+			return up->plan;
+		}
+	}
+
+	plan = SPI_prepare_cursor(sql, 2, types, CURSOR_OPT_CUSTOM_PLAN);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for claim query: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	up = MemoryContextAlloc(TopMemoryContext, sizeof(UserPlan));
+	up->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	up->plan = plan;
+
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	user_plans = lcons(up, user_plans);
+	if (list_length(user_plans) > MAX_CACHED_PLANS)
+	{
+		UserPlan   *last = llast(user_plans);
+
+		user_plans = list_delete_last(user_plans);
+		SPI_freeplan(last->plan);
+		pfree(last->sql);
+		pfree(last);
+	}
+	MemoryContextSwitchTo(old);
+	return up->plan;
+}

@@ -1,0 +1,281 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_target.c
+ *		Which table a claim is on, its primary key, and how a row's key is
+ *		written as text in dlock.claim.
+ *
+ * A claim is keyed by (table oid, primary key value as text).  The text is
+ * the primary key type's own output, so any value of any type that reads
+ * back as the same key names the same row: dlock_claimed('jobs', 42, ...)
+ * and dlock_claimed('jobs', '42'::text, ...) agree.
+ *
+ * Only single-column primary keys are supported.  Targets are cached per
+ * backend and rebuilt after a relcache invalidation of their table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "common/hashfn.h"
+#include "fmgr.h"
+#include "nodes/pg_list.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/syscache.h"
+
+#include "claim.h"
+
+static List *targets = NIL;		/* of ClaimTarget *, in CacheMemoryContext */
+static bool callback_registered = false;
+
+/*
+ * A relcache invalidation only marks targets stale: a caller may still be
+ * using one.  Stale entries are a few bytes each, left until backend exit.
+ */
+static void
+target_inval_callback(Datum arg, Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, targets)
+	{
+		ClaimTarget *t = lfirst(lc);
+
+		if (!OidIsValid(relid) || t->relid == relid)
+			t->stale = true;
+	}
+}
+
+/* OPERATOR(schema.name) for an operator oid, safe from search_path */
+static char *
+qualified_operator(Oid opno)
+{
+	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	Form_pg_operator op;
+	char	   *s;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	s = psprintf("OPERATOR(%s.%s)",
+				 quote_identifier(get_namespace_name(op->oprnamespace)),
+				 NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return s;
+}
+
+static ClaimTarget *
+build_target(Oid relid)
+{
+	Relation	rel;
+	Relation	idx;
+	Oid			pkoid;
+	ClaimTarget *t;
+	MemoryContext old;
+	Oid			eqop;
+	bool		isvarlena;
+	char		relkind = get_rel_relkind(relid);
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", get_rel_name(relid)),
+				 errdetail("Rows can be claimed only from tables.")));
+
+	rel = relation_open(relid, AccessShareLock);
+	pkoid = RelationGetPrimaryKeyIndex(rel);
+	if (!OidIsValid(pkoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" has no primary key",
+						RelationGetRelationName(rel)),
+				 errhint("dlock names claimed rows by their primary key; add one.")));
+	idx = index_open(pkoid, AccessShareLock);
+	if (idx->rd_index->indnkeyatts != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"%s\" has a multi-column primary key",
+						RelationGetRelationName(rel)),
+				 errdetail("dlock supports claims on tables with a single-column primary key.")));
+
+	old = MemoryContextSwitchTo(CacheMemoryContext);
+	t = palloc0(sizeof(ClaimTarget));
+	t->relid = relid;
+	t->rowtype = rel->rd_rel->reltype;
+	t->relkind = relkind;
+	t->relname = pstrdup(quote_identifier(RelationGetRelationName(rel)));
+	t->qualname = pstrdup(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+													 RelationGetRelationName(rel)));
+	t->pk_attnum = idx->rd_index->indkey.values[0];
+	t->pk_colname = pstrdup(quote_identifier(get_attname(relid, t->pk_attnum, false)));
+	t->pk_type = get_atttype(relid, t->pk_attnum);
+	t->pk_array_type = get_array_type(t->pk_type);
+	eqop = get_opfamily_member(idx->rd_opfamily[0], idx->rd_opcintype[0],
+							   idx->rd_opcintype[0], BTEqualStrategyNumber);
+	if (!OidIsValid(eqop) || !OidIsValid(t->pk_array_type))
+		elog(ERROR, "no equality operator or array type for the primary key of \"%s\"",
+			 RelationGetRelationName(rel));
+	t->pk_eq_op = qualified_operator(eqop);
+	getTypeOutputInfo(t->pk_type, &t->pk_out_fn, &isvarlena);
+	getTypeInputInfo(t->pk_type, &t->pk_in_fn, &t->pk_ioparam);
+	MemoryContextSwitchTo(old);
+
+	index_close(idx, AccessShareLock);
+	relation_close(rel, AccessShareLock);
+	return t;
+}
+
+/* The claim target of a table given by oid (regclass arguments). */
+const ClaimTarget *
+dlock_claim_target_for_rel(Oid relid)
+{
+	ListCell   *lc;
+	ClaimTarget *t;
+
+	foreach(lc, targets)
+	{
+		t = lfirst(lc);
+		if (t->relid == relid && !t->stale)
+			return t;
+	}
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(target_inval_callback, (Datum) 0);
+		callback_registered = true;
+	}
+	t = build_target(relid);
+	{
+		MemoryContext old = MemoryContextSwitchTo(CacheMemoryContext);
+
+		targets = lappend(targets, t);
+		MemoryContextSwitchTo(old);
+	}
+	return t;
+}
+
+/* The claim target whose row type is rowtype (dlock_claim(NULL::tbl, ...)). */
+const ClaimTarget *
+dlock_claim_target_for_type(Oid rowtype)
+{
+	Oid			relid = get_typ_typrelid(rowtype);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("type %s is not the row type of a table",
+						format_type_be(rowtype)),
+				 errhint("Pass the table's row type as NULL::tablename.")));
+	return dlock_claim_target_for_rel(relid);
+}
+
+/*
+ * The key text of a primary key value given as any type: the value is
+ * written out, read back as the primary key's type and written out again,
+ * so that every spelling of one key gives the same text.
+ */
+text *
+dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type)
+{
+	char	   *s;
+
+	if (type != t->pk_type)
+	{
+		Oid			outfn;
+		bool		isvarlena;
+
+		getTypeOutputInfo(type, &outfn, &isvarlena);
+		s = OidOutputFunctionCall(outfn, value);
+		value = OidInputFunctionCall(t->pk_in_fn, s, t->pk_ioparam, -1);
+	}
+	s = OidOutputFunctionCall(t->pk_out_fn, value);
+	return cstring_to_text(s);
+}
+
+/* A key text back as a value of the primary key's type. */
+Datum
+dlock_claim_key_value(const ClaimTarget *t, text *key)
+{
+	return OidInputFunctionCall(t->pk_in_fn, text_to_cstring(key),
+								t->pk_ioparam, -1);
+}
+
+DlockKeyLock
+dlock_claim_keylock(Oid relid, text *key)
+{
+	DlockKeyLock k;
+
+	k.hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
+								 VARSIZE_ANY_EXHDR(key),
+								 ((uint64) relid << 16) | DLOCK_CLASS_CLAIM);
+	k.klass = DLOCK_CLASS_CLAIM;
+	return k;
+}
+
+/* ---- lists of key texts ---- */
+
+Datum
+dlock_text_array(text **keys, int n)
+{
+	return PointerGetDatum(construct_array((Datum *) keys, n, TEXTOID,
+										   -1, false, TYPALIGN_INT));
+}
+
+int
+dlock_text_cmp(const void *a, const void *b)
+{
+	text	   *x = *(text *const *) a;
+	text	   *y = *(text *const *) b;
+	int			lx = VARSIZE_ANY_EXHDR(x);
+	int			ly = VARSIZE_ANY_EXHDR(y);
+	int			c = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(lx, ly));
+
+	return c != 0 ? c : (lx > ly) - (lx < ly);
+}
+
+/* sort keys bytewise (as COLLATE "C" does) and drop duplicates */
+int
+dlock_sort_unique_keys(text **keys, int n)
+{
+	int			m = 0;
+
+	if (n <= 1)
+		return n;
+	qsort(keys, n, sizeof(text *), dlock_text_cmp);
+	for (int i = 0; i < n; i++)
+		if (m == 0 || dlock_text_cmp(&keys[m - 1], &keys[i]) != 0)
+			keys[m++] = keys[i];
+	return m;
+}
+
+/* the first column of SPI_tuptable, as text keys */
+text **
+dlock_copy_key_column(uint64 n)
+{
+	text	  **keys = palloc(sizeof(text *) * Max(n, 1));
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		keys[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+												  SPI_tuptable->tupdesc, 1,
+												  &isnull));
+	}
+	return keys;
+}
+
