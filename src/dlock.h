@@ -66,6 +66,7 @@ typedef struct DlockSpi
 	Oid			caller;			/* the role that called us: lease owner */
 	Oid			owner;			/* owner of dlock's schema */
 	int			sec_context;
+	int			nestlevel;		/* GUC nest level of dlock's settings, or 0 */
 } DlockSpi;
 
 struct _SPI_plan;

@@ -57,46 +57,9 @@ dlock_schema_owner(void)
 }
 
 /*
- * Connect to SPI and become the owner of dlock's objects.  The caller's
- * role is returned in ctx->caller: that is whose lease it is.
- */
-void
-dlock_spi_begin(DlockSpi *ctx)
-{
-	Oid			owner = dlock_schema_owner();
-
-	GetUserIdAndSecContext(&ctx->caller, &ctx->sec_context);
-	ctx->owner = owner;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	dlock_spi_as_owner(ctx);
-}
-
-/* Run the next queries as the caller (claims read the user's table so). */
-void
-dlock_spi_as_caller(DlockSpi *ctx)
-{
-	SetUserIdAndSecContext(ctx->caller, ctx->sec_context);
-}
-
-void
-dlock_spi_as_owner(DlockSpi *ctx)
-{
-	SetUserIdAndSecContext(ctx->owner,
-						   ctx->sec_context | SECURITY_LOCAL_USERID_CHANGE);
-}
-
-void
-dlock_spi_end(DlockSpi *ctx)
-{
-	SetUserIdAndSecContext(ctx->caller, ctx->sec_context);
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
-}
-
-/*
- * Settings for dlock's own queries, planned and run inside a GUC nest
- * level of their own:
+ * Settings for dlock's own queries, in a GUC nest level of their own from
+ * dlock_spi_begin (or dlock_spi_as_owner) to dlock_spi_end (or
+ * dlock_spi_as_caller):
  *
  *  - search_path = pg_catalog, pg_temp, whatever the caller's is: the
  *    queries name every table, function and operator with its schema
@@ -122,6 +85,51 @@ pin_internal_settings(void)
 }
 
 /*
+ * Connect to SPI and become the owner of dlock's objects.  The caller's
+ * role is returned in ctx->caller: that is whose lease it is.
+ */
+void
+dlock_spi_begin(DlockSpi *ctx)
+{
+	Oid			owner = dlock_schema_owner();
+
+	GetUserIdAndSecContext(&ctx->caller, &ctx->sec_context);
+	ctx->owner = owner;
+	ctx->nestlevel = 0;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	dlock_spi_as_owner(ctx);
+}
+
+/* Run the next queries as the caller (claims read the user's table so). */
+void
+dlock_spi_as_caller(DlockSpi *ctx)
+{
+	if (ctx->nestlevel > 0)
+		AtEOXact_GUC(true, ctx->nestlevel);
+	ctx->nestlevel = 0;
+	SetUserIdAndSecContext(ctx->caller, ctx->sec_context);
+}
+
+/* Run the next queries as dlock's owner, with dlock's own settings. */
+void
+dlock_spi_as_owner(DlockSpi *ctx)
+{
+	SetUserIdAndSecContext(ctx->owner,
+						   ctx->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	if (ctx->nestlevel == 0)
+		ctx->nestlevel = pin_internal_settings();
+}
+
+void
+dlock_spi_end(DlockSpi *ctx)
+{
+	dlock_spi_as_caller(ctx);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/*
  * The kept plan for one of dlock's queries, prepared on first use in this
  * backend.  Plans keep their raw parse trees, so they survive a DROP and
  * CREATE EXTENSION (they are re-analysed against the new tables).
@@ -130,14 +138,11 @@ SPIPlanPtr
 dlock_spi_plan(DlockQuery q, const char *sql, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	plan;
-	int			nestlevel;
 
 	Assert(q >= 0 && q < DLOCK_NUM_QUERIES);
 	if (plans[q] != NULL)
 		return plans[q];
-	nestlevel = pin_internal_settings();
 	plan = SPI_prepare(sql, nargs, argtypes);
-	AtEOXact_GUC(true, nestlevel);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for dlock query %d: %s",
 			 (int) q, SPI_result_code_string(SPI_result));
@@ -156,12 +161,10 @@ dlock_spi_run(SPIPlanPtr plan, Datum *values, const char *nulls,
 			  long tcount, int expect_rc)
 {
 	int			rc;
-	int			nestlevel = pin_internal_settings();
 
 	rc = SPI_execute_snapshot(plan, values, nulls,
 							  GetLatestSnapshot(), InvalidSnapshot,
 							  false, false, tcount);
-	AtEOXact_GUC(true, nestlevel);
 	if (rc != expect_rc)
 		elog(ERROR, "dlock internal query failed: %s",
 			 SPI_result_code_string(rc));
