@@ -66,15 +66,16 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	DlockSpi	spi;
 	bool		ok;
 
+	/*
+	 * Lock first, then one read: completions call this once per row, and
+	 * the only transactions that can make it wait (a claimer taking over
+	 * an expired claim, an unclaim) are short.
+	 */
 	dlock_spi_begin(&spi);
+	dlock_key_lock(&kl, ShareLock);
 	ok = claim_held(t->relid, key, holder, spi.caller);
-	if (ok)
-	{
-		dlock_key_lock(&kl, ShareLock);
-		ok = claim_held(t->relid, key, holder, spi.caller);
-		if (!ok)
-			dlock_key_unlock(&kl, ShareLock);
-	}
+	if (!ok)
+		dlock_key_unlock(&kl, ShareLock);
 	if (!ok)
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
 	dlock_spi_end(&spi);
