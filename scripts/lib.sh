@@ -26,7 +26,7 @@
 
 DLOCK_PG_BIN=/usr/lib/postgresql/15/bin
 DLOCK_PG_CONFIG=$DLOCK_PG_BIN/pg_config
-DLOCK_PACKAGES=(postgresql-15 postgresql-server-dev-15 libipc-run-perl make gcc pgbouncer)
+DLOCK_PACKAGES=(postgresql-15 postgresql-server-dev-15 libipc-run-perl libpq-dev make gcc pgbouncer)
 
 case ":$PATH:" in
     "$DLOCK_PG_BIN:"*) ;;
