@@ -1,0 +1,425 @@
+
+# Copyright (c) dlock contributors
+#
+# t/030_standby_failover.pl - dlock on streaming standbys and across failover
+# (issue 5, item 3).
+#
+# One primary and two streaming standbys (all with
+# shared_preload_libraries = 'dlock'): "standby_async" (asynchronous) and
+# "standby_sync" (the primary's synchronous_standby_names).  What this proves:
+#
+#  1. Leases replicate: after wait_for_catchup, dlock_locks on each standby is
+#     row for row what it is on the primary (key, holder, owner, token,
+#     acquired_at, expires_at), including a renew and a release.
+#  2. On a standby every writing function (dlock_acquire, dlock_release,
+#     dlock_renew, dlock_release_all, dlock_force_release, dlock_cleanup)
+#     fails with SQLSTATE 25006 and a message naming the function, whatever the
+#     arguments (a key the caller "holds" included), while the dlock_locks and
+#     dlock_waiters views and dlock_stats() work.
+#     dlock_validate on a standby answers from the replicated rows (true for
+#     the live lease with its token, false otherwise), but its "true" is no
+#     fence there: the primary can hand the key over while the standby's
+#     transaction is still open.  The contract says a true validate keeps the
+#     lease from changing hands until the transaction ends, so that check is a
+#     TODO test, reported to the lead (fix: refuse validate on a standby with
+#     25006, or document the exception).
+#  3. Asynchronous failover with the standby behind: WAL replay on
+#     standby_async is paused, more tokens are issued on the primary, then
+#     standby_async is cut off from the primary (so that it also misses WAL
+#     it never received: promotion replays whatever WAL was already streamed,
+#     so a paused standby alone is not behind at promotion), more than a
+#     sequence batch (32) of tokens is issued on the primary, and
+#     standby_async is promoted.  It has not seen the last leases (proof that
+#     it was behind), and every token it issues afterwards, for new keys and
+#     for the keys whose grants it never saw, is greater than every token the
+#     old primary issued.  The token carries the new timeline in its high bits.
+#  4. Synchronous failover: an acquire on the primary returns after
+#     standby_sync confirmed it; the primary is then stopped at once
+#     (immediate) and standby_sync promoted: the lease is there with the same
+#     holder, owner and token, the holder can renew and release it with that
+#     token, others cannot take it, and new tokens are greater than all old.
+#
+# Claims (issue 3) get their replication and failover checks here once they
+# exist: the helpers (locks_on, expect_read_only) take any query.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $primary = PostgreSQL::Test::Cluster->new('primary');
+$primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'dlock'
+});
+$primary->start;
+$primary->safe_psql('postgres', 'CREATE EXTENSION dlock');
+
+# every token the old primary issued (committed or not: all must be below
+# whatever a promoted standby issues)
+my @old_tokens;
+
+sub max_of { my $m; for (@_) { $m = $_ if !defined $m || $_ > $m } return $m }
+
+sub acquire_on
+{
+	my ($node, $key, $holder, $ttl) = @_;
+	$ttl //= '1 hour';
+	my $t = $node->safe_psql('postgres',
+		"SELECT dlock_acquire('$key', '$holder', '$ttl')");
+	return $t;
+}
+
+# many acquires through one connection, each in its own transaction (psql
+# autocommit); returns the tokens in order
+sub acquire_many
+{
+	my ($node, @pairs) = @_;
+	my $sql = join '',
+	  map { "SELECT dlock_acquire('$_->[0]', '$_->[1]', '1 hour');\n" } @pairs;
+	my @t = split /\n/, $node->safe_psql('postgres', $sql), -1;
+	die 'acquire_many: ' . scalar(@t) . ' results for ' . scalar(@pairs) . ' acquires'
+	  unless @t == @pairs;
+	return @t;
+}
+
+# all unexpired leases, one line per lease, comparable across nodes
+sub locks_on
+{
+	my ($node, $where) = @_;
+	$where //= 'true';
+	return $node->safe_psql('postgres',
+		qq{SELECT key, holder, owner, token, acquired_at, expires_at
+		     FROM dlock_locks WHERE $where ORDER BY key});
+}
+
+# the timeline a node writes WAL on now
+sub timeline_of
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		q{SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int}
+	);
+}
+
+# a few leases before the standbys exist (they arrive with the base backup)
+for my $i (1 .. 3)
+{
+	push @old_tokens, acquire_on($primary, "base/$i", "holder-$i");
+}
+
+$primary->backup('b1');
+my $standby_async = PostgreSQL::Test::Cluster->new('standby_async');
+$standby_async->init_from_backup($primary, 'b1', has_streaming => 1);
+$standby_async->start;
+my $standby_sync = PostgreSQL::Test::Cluster->new('standby_sync');
+$standby_sync->init_from_backup($primary, 'b1', has_streaming => 1);
+$standby_sync->start;
+
+# standby_sync becomes synchronous (cluster_name is its application_name)
+$primary->safe_psql('postgres',
+	q{ALTER SYSTEM SET synchronous_standby_names = 'standby_sync'});
+$primary->reload;
+ok( $primary->poll_query_until(
+		'postgres',
+		q{SELECT sync_state = 'sync' FROM pg_stat_replication
+		   WHERE application_name = 'standby_sync'}),
+	'standby_sync is the synchronous standby');
+is( $primary->safe_psql('postgres',
+		q{SELECT sync_state FROM pg_stat_replication
+		   WHERE application_name = 'standby_async'}),
+	'async',
+	'standby_async is asynchronous');
+
+# ---------------------------------------------------------------------------
+# 1. leases replicate
+# ---------------------------------------------------------------------------
+push @old_tokens, acquire_many($primary, map { [ "repl/$_", "holder-$_" ] } 1 .. 5);
+is($primary->safe_psql('postgres', q{SELECT dlock_renew('repl/2', 'holder-2', '2 hours')}),
+	't', 'renew on the primary');
+is($primary->safe_psql('postgres', q{SELECT dlock_release('repl/3', 'holder-3')}),
+	't', 'release on the primary');
+# releases commit without waiting for their flush; a later write flushes it
+push @old_tokens, acquire_on($primary, 'repl/flush', 'holder-flush');
+
+$primary->wait_for_catchup($standby_async);
+$primary->wait_for_catchup($standby_sync);
+
+my $primary_locks = locks_on($primary);
+is(scalar(split /\n/, $primary_locks), 3 + 4 + 1,
+	'the primary has the expected leases');
+is(locks_on($standby_async), $primary_locks,
+	'dlock_locks on standby_async equals the primary (holder, owner, token, times)');
+is(locks_on($standby_sync), $primary_locks,
+	'dlock_locks on standby_sync equals the primary');
+is(locks_on($standby_async, q{key = 'repl/3'}), '',
+	'the released lease is gone on the standby too');
+like(locks_on($standby_async, q{key = 'repl/2'}), qr/^repl\/2\|holder-2\|/,
+	'the renewed lease is on the standby');
+is( $standby_async->safe_psql('postgres',
+		q{SELECT expires_at - acquired_at > interval '90 minutes' FROM dlock_locks WHERE key = 'repl/2'}),
+	't',
+	'with the renewed expiry');
+
+# ---------------------------------------------------------------------------
+# 2. a standby is read-only for dlock; the views work
+# ---------------------------------------------------------------------------
+sub expect_read_only
+{
+	my ($node, $sql, $fn) = @_;
+	my ($stdout, $stderr);
+	my $rc = $node->psql(
+		'postgres', $sql,
+		stdout => \$stdout,
+		stderr => \$stderr,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	isnt($rc, 0, "$fn fails on a standby");
+	like(
+		$stderr,
+		qr/ERROR:\s+25006: cannot execute \Q$fn\E during recovery/,
+		"$fn on a standby: SQLSTATE 25006, message names the function");
+	return;
+}
+
+my $tok1 = $primary->safe_psql('postgres',
+	q{SELECT token FROM dlock_locks WHERE key = 'repl/1'});
+for my $case (
+	[ q{SELECT dlock_acquire('standby/new', 'holder-x')}, 'dlock_acquire()' ],
+	[ q{SELECT dlock_acquire('repl/1', 'holder-1')}, 'dlock_acquire()' ],
+	[ q{SELECT dlock_acquire('repl/1', 'holder-other', '1 min', '1 s')}, 'dlock_acquire()' ],
+	[ q{SELECT dlock_release('repl/1', 'holder-1')}, 'dlock_release()' ],
+	[ qq{SELECT dlock_release('repl/1', 'holder-1', $tok1)}, 'dlock_release()' ],
+	[ q{SELECT dlock_renew('repl/1', 'holder-1')}, 'dlock_renew()' ],
+	[ qq{SELECT dlock_renew('repl/1', 'holder-1', '1 hour', $tok1)}, 'dlock_renew()' ],
+	[ q{SELECT dlock_release_all('holder-1')}, 'dlock_release_all()' ],
+	[ q{SELECT dlock_release_all('nobody')}, 'dlock_release_all()' ],
+	[ q{SELECT dlock_force_release('repl/1')}, 'dlock_force_release()' ],
+	[ q{SELECT dlock_force_release('no/such/key')}, 'dlock_force_release()' ],
+	[ q{SELECT dlock_cleanup('0')}, 'dlock_cleanup()' ],)
+{
+	expect_read_only($standby_async, @$case);
+}
+is(locks_on($standby_async), $primary_locks,
+	'nothing changed on the standby after the refused calls');
+
+is($standby_async->safe_psql('postgres', 'SELECT count(*) FROM dlock_waiters'),
+	'0', 'dlock_waiters works on a standby');
+is( $standby_async->safe_psql('postgres',
+		'SELECT count(*), bool_and(acquired >= 0 AND releases >= 0) FROM dlock_stats()'),
+	'1|t',
+	'dlock_stats() works on a standby (one row)');
+
+# dlock_validate on a standby.  Today it answers from the replicated rows
+# (true for the live lease and its token), but that true is no fence: the
+# primary can hand the key over while the standby transaction is still open,
+# which contradicts "validate true -> nobody else can take the key until the
+# validating transaction ends".  Reported to the lead; the two acceptable
+# outcomes are checked: refused with 25006 (a fence cannot be held on a
+# standby), or answered, with the fence property as a TODO test.
+my ($v_rc, $v_out, $v_err);
+$v_rc = $standby_async->psql(
+	'postgres',
+	qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1)},
+	stdout => \$v_out,
+	stderr => \$v_err,
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+if ($v_rc != 0)
+{
+	like($v_err, qr/ERROR:\s+25006: /,
+		'dlock_validate on a standby is refused with SQLSTATE 25006');
+}
+else
+{
+	is($v_out, 't',
+		'dlock_validate on a standby: true for the live lease and its token');
+	is( $standby_async->safe_psql('postgres',
+			qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1 + 1)}),
+		'f', 'dlock_validate on a standby: false for another token');
+	is( $standby_async->safe_psql('postgres',
+			qq{SELECT dlock_validate('repl/1', 'holder-2', $tok1)}),
+		'f', 'dlock_validate on a standby: false for another holder');
+
+	my $s = $standby_async->background_psql('postgres', on_error_stop => 0);
+	$s->query_safe('BEGIN');
+	is($s->query_safe(qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1)}),
+		't', 'a standby transaction validated repl/1 and stays open');
+
+	my $released = $primary->safe_psql('postgres',
+		q{SELECT dlock_release('repl/1', 'holder-1')});
+	my $t2 = acquire_on($primary, 'repl/1', 'holder-thief');
+	push @old_tokens, $t2 if $t2 ne '';
+	$primary->wait_for_catchup($standby_async);
+  TODO:
+	{
+		local $TODO =
+		  'dlock_validate on a standby returns true but cannot fence the primary';
+		ok(!($released eq 't' && $t2 ne ''),
+			'while a standby transaction holds a true validate, the primary cannot hand the key over'
+		);
+	}
+	is( $s->query_safe(qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1)}),
+		'f',
+		'the same standby transaction, once the handover replayed, validates false');
+	$s->query_safe('COMMIT');
+	$s->quit;
+}
+
+# ---------------------------------------------------------------------------
+# 3. asynchronous failover: standby_async behind, then promoted
+# ---------------------------------------------------------------------------
+$standby_async->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+ok( $standby_async->poll_query_until(
+		'postgres', q{SELECT pg_get_wal_replay_pause_state() = 'paused'}),
+	'WAL replay on standby_async is paused');
+
+# batch 1: streamed to standby_async but not replayed
+push @old_tokens, acquire_many($primary,
+	map { [ "async1/$_", "a1-$_" ] } 1 .. 40);
+
+# cut standby_async off: it will miss everything from here on.  Changing
+# primary_conninfo does not restart the WAL receiver while replay is paused,
+# so the primary also ends the walsender; the WAL receiver exits with it and
+# a paused startup process does not start another one (nor would it connect
+# anywhere with an empty primary_conninfo).
+$standby_async->append_conf('postgresql.conf', q{primary_conninfo = ''});
+$standby_async->reload;
+$primary->safe_psql('postgres',
+	q{SELECT pg_terminate_backend(pid) FROM pg_stat_replication
+	   WHERE application_name = 'standby_async'});
+ok( $primary->poll_query_until(
+		'postgres',
+		q{SELECT count(*) = 0 FROM pg_stat_replication
+		   WHERE application_name = 'standby_async'}),
+	'standby_async is disconnected from the primary');
+ok( $standby_async->poll_query_until(
+		'postgres', q{SELECT count(*) = 0 FROM pg_stat_wal_receiver}),
+	'standby_async has no WAL receiver any more');
+
+# batch 2: never reaches standby_async; more than a sequence batch (32 values)
+# so that the sequence on the primary runs past anything the standby saw,
+# including re-grants of keys the standby saw held
+my %batch2;
+my @b2 = acquire_many($primary, map { [ "async2/$_", "a2-$_" ] } 1 .. 60);
+$batch2{"async2/$_"} = $b2[ $_ - 1 ] for 1 .. 60;
+push @old_tokens, @b2;
+# and new grants of a key the standby saw held
+is($primary->safe_psql('postgres', q{SELECT dlock_release('base/1', 'holder-1')}),
+	't', 'base/1 released on the old primary after the standby was cut off');
+my $base1_lost = acquire_on($primary, 'base/1', 'holder-1b');
+push @old_tokens, $base1_lost;
+is(scalar(grep { /^\d+$/ } @old_tokens), scalar(@old_tokens),
+	'every acquire on the old primary got a token');
+my $old_max = max_of(@old_tokens);
+note "highest token issued by the old primary: $old_max";
+
+$standby_async->promote;
+ok( $standby_async->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+	'standby_async is promoted');
+
+is( $standby_async->safe_psql('postgres',
+		q{SELECT count(*) FROM dlock_locks WHERE key LIKE 'async2/%'}),
+	'0',
+	'the promoted standby never saw the last leases of the old primary (it was behind)'
+);
+my $new_tli = timeline_of($standby_async);
+cmp_ok($new_tli, '>', timeline_of($primary),
+	'the promoted standby writes on a new timeline');
+
+# what makes this test bite: the promoted standby's token sequence is behind
+# the old primary's, so a bare sequence would hand out old tokens again
+cmp_ok(
+	$standby_async->safe_psql('postgres', 'SELECT last_value FROM dlock.token_seq'),
+	'<', $old_max,
+	'the promoted standby\'s token sequence is behind the old primary\'s last token');
+
+# new tokens on the promoted standby: new keys, and the keys whose newest
+# grants it never saw (their old holders wrote with those tokens)
+my @new_tokens;
+push @new_tokens, acquire_on($standby_async, 'after/1', 'new-1');
+push @new_tokens, acquire_on($standby_async, "async2/$_", "new-holder-$_")
+  for (1, 30, 60);
+push @new_tokens, acquire_on($standby_async, 'after/2', 'new-2');
+# base/1: the promoted standby still has holder-1's lease (it never saw the
+# release nor holder-1b's grant): after an asynchronous failover two clients
+# may believe they hold base/1, and only the fencing token tells them apart:
+# holder-1's token is lower than holder-1b's, so a store that has seen
+# holder-1b's writes refuses holder-1's.  The next grant beats both.
+my $base1_kept = $standby_async->safe_psql('postgres',
+	q{SELECT token FROM dlock_locks WHERE key = 'base/1' AND holder = 'holder-1'});
+cmp_ok($base1_kept, '<', $base1_lost,
+	'base/1 on the promoted standby is the older grant, with the lower token');
+is( $standby_async->safe_psql('postgres',
+		q{SELECT dlock_release('base/1', 'holder-1')}),
+	't', 'holder-1 releases base/1 on the promoted standby');
+push @new_tokens, acquire_on($standby_async, 'base/1', 'new-base-holder');
+is(scalar(grep { /^\d+$/ } @new_tokens), 6,
+	'the promoted standby grants new keys and the keys it never saw taken');
+my $low = (sort { $a <=> $b } @new_tokens)[0];
+cmp_ok($low, '>', $old_max,
+	'every token the promoted standby issues is greater than every token the old primary issued'
+);
+cmp_ok($new_tokens[1], '>', $batch2{'async2/1'},
+	'async2/1: the new grant has a greater token than the lost grant on the old primary');
+cmp_ok($new_tokens[5], '>', $base1_lost,
+	'base/1: the new grant has a greater token than the lost grant on the old primary');
+is( $standby_async->safe_psql('postgres',
+		"SELECT ($low >> 47) = $new_tli"),
+	't', 'the token carries the new timeline in its high bits');
+# leases the standby had replayed are still held: not up for grabs
+is( $standby_async->safe_psql('postgres',
+		q{SELECT dlock_acquire('repl/2', 'someone-else')}),
+	'',
+	'a lease the promoted standby had replayed is still held (acquire by another holder: NULL)'
+);
+
+# ---------------------------------------------------------------------------
+# 4. synchronous failover: the acquired lease survives
+# ---------------------------------------------------------------------------
+is( $primary->safe_psql('postgres',
+		q{SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby_sync'}),
+	'sync',
+	'standby_sync is still the synchronous standby');
+my $sync_token = acquire_on($primary, 'sync/key', 'sync-holder', '1 hour');
+like($sync_token, qr/^\d+$/, 'acquire on the primary (synchronous commit)');
+push @old_tokens, $sync_token;
+my $sync_lease = locks_on($primary, q{key = 'sync/key'});
+# all tokens the primary issued, also those standby_sync has seen
+$old_max = max_of(@old_tokens);
+
+# fail over at once: no catch-up wait, no clean shutdown
+$primary->stop('immediate');
+$standby_sync->promote;
+ok( $standby_sync->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+	'standby_sync is promoted');
+
+is(locks_on($standby_sync, q{key = 'sync/key'}), $sync_lease,
+	'the lease acquired just before the failover is on the new primary (holder, owner, token, times)'
+);
+is( $standby_sync->safe_psql('postgres',
+		q{SELECT dlock_acquire('sync/key', 'other-holder')}),
+	'', 'another holder cannot take it on the new primary');
+is( $standby_sync->safe_psql('postgres',
+		q{SELECT dlock_acquire('sync/key', 'sync-holder', '1 hour')}),
+	$sync_token,
+	'its holder re-acquiring on the new primary gets the same token back');
+is( $standby_sync->safe_psql('postgres',
+		qq{SELECT dlock_renew('sync/key', 'sync-holder', '1 hour', $sync_token)}),
+	't', 'its holder renews it with its token on the new primary');
+is( $standby_sync->safe_psql('postgres',
+		qq{SELECT dlock_validate('sync/key', 'sync-holder', $sync_token)}),
+	't', 'and validates it');
+my $t_new = acquire_on($standby_sync, 'sync/after', 'new-holder');
+cmp_ok($t_new, '>', $old_max,
+	'a new token on the new primary is greater than every token the old primary issued');
+is( $standby_sync->safe_psql('postgres',
+		qq{SELECT dlock_release('sync/key', 'sync-holder', $sync_token)}),
+	't', 'its holder releases it on the new primary');
+my $t_again = acquire_on($standby_sync, 'sync/key', 'other-holder');
+cmp_ok($t_again, '>', $sync_token,
+	'the next holder of sync/key gets a greater token');
+
+$standby_async->stop;
+$standby_sync->stop;
+done_testing();
