@@ -10,7 +10,8 @@
 #    release 3 keys with ttls of 200-500 ms, under two roles (pairs of clients
 #    share a holder name under different roles), while a supervisor pauses
 #    clients with SIGSTOP for longer than their ttl (some of them inside a
-#    validated, uncommitted write transaction).  The checker must find no
+#    validated, uncommitted write transaction; some writes run in REPEATABLE
+#    READ transactions begun before the pause).  The checker must find no
 #    violation: per key, tokens of committed writes only grow in commit order;
 #    no write committed with a stale or expired token or while a newer grant
 #    existed; release and renew returned true only to the live holder (and

@@ -131,6 +131,9 @@ typedef struct ClientState
 
 static ClientState *shared;
 
+/* set by call3 when its query failed with SQLSTATE 40001 */
+static bool serialization_failure = false;
+
 /* ------------------------------------------------------------------ utils */
 
 static void
@@ -339,7 +342,11 @@ call3(ClientCtx *c, const char *what, const char *sql, int nparams,
 
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
 	{
-		client_error(c, what, r);
+		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+		serialization_failure = st != NULL && strcmp(st, "40001") == 0;
+		if (!serialization_failure)
+			client_error(c, what, r);
 		PQclear(r);
 		return false;
 	}
@@ -449,9 +456,42 @@ do_release(ClientCtx *c, char type, int key, int64_t token)
 /* the fence, or (control run) nothing but the key */
 #define FENCE_QUAL() (fence ? "AND dlock_validate($1, $2, $3)" : "")
 
-static int64_t
-do_write(ClientCtx *c, int key, int64_t token, bool two_step)
+/*
+ * REPEATABLE READ write, first half: the transaction and its snapshot start
+ * right after the grant, before the "work"; the write comes after it (a
+ * pause in between makes both the token and the snapshot old).
+ */
+static bool
+begin_rr(ClientCtx *c, int key)
 {
+	static const Oid types[1] = {TEXTOID};
+	const char *v[1] = {c->keys[key]};
+	PGresult   *r;
+	bool		ok;
+
+	if (!simple(c, "BEGIN ISOLATION LEVEL REPEATABLE READ"))
+		return false;
+	r = PQexecParams(c->conn, "SELECT value FROM h_resource WHERE key = $1",
+					 1, types, v, NULL, NULL, 0);
+	ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+	if (!ok)
+		client_error(c, "snapshot", r);
+	PQclear(r);
+	if (!ok)
+		simple(c, "ROLLBACK");
+	return ok;
+}
+
+/*
+ * The protected write.  mode 0: one statement; 1: a transaction of two
+ * statements with a pause-prone gap after the validating UPDATE; 2: like 1,
+ * inside the REPEATABLE READ transaction begun by begin_rr.
+ * Result: seq, 0 refused, -1 error, -2 serialization failure (mode 2).
+ */
+static int64_t
+do_write(ClientCtx *c, int key, int64_t token, int mode)
+{
+	bool		two_step = mode > 0;
 	static const Oid types[4] = {TEXTOID, TEXTOID, INT8OID, INT4OID};
 	char		tok_s[32],
 				cl_s[16],
@@ -494,7 +534,8 @@ do_write(ClientCtx *c, int key, int64_t token, bool two_step)
 		const char *iv[6];
 		PGresult   *r;
 
-		if (!simple(c, "BEGIN"))
+		serialization_failure = false;
+		if (mode == 1 && !simple(c, "BEGIN"))
 			x = -1;
 		else
 		{
@@ -505,7 +546,7 @@ do_write(ClientCtx *c, int key, int64_t token, bool two_step)
 					 " SELECT " STMT_US ", (SELECT value FROM u), " CLOCK_US,
 					 FENCE_QUAL());
 			if (!call3(c, "write (update)", sql, 4, types, v, &b, &x, &a))
-				x = -1;
+				x = serialization_failure ? -2 : -1;
 			if (x <= 0)
 				simple(c, "ROLLBACK");
 			else
@@ -544,7 +585,7 @@ do_write(ClientCtx *c, int key, int64_t token, bool two_step)
 			}
 		}
 	}
-	record(c, 'W', key, token, 0, 0, x, b, a, two_step ? 1 : 0);
+	record(c, 'W', key, token, 0, 0, x, b, a, mode);
 	return x;
 }
 
@@ -593,6 +634,7 @@ client_main(int id, const char *tag, int64_t deadline)
 		int			key = (int) (rnd() % (uint64_t) nkeys);
 		int			ttl = rnd_between(ttl_min, ttl_max);
 		int			wait = chance(30) ? rnd_between(1, 100) : 0;
+		int			wmode;
 		int64_t		token;
 
 		token = do_acquire(&c, 'A', key, ttl, wait);
@@ -614,10 +656,15 @@ client_main(int id, const char *tag, int64_t deadline)
 		me->ttl_ms = ttl;
 		me->holding = 1;
 
+		wmode = chance(10) ? 2 : chance(25) ? 1 : 0;
+		if (wmode == 2 && !begin_rr(&c, key))
+			wmode = 1;
+
 		/* work: the window in which a pause makes the token stale */
 		sleep_ms(rnd_between(2, ttl / 6));
 
-		if (chance(30))
+		/* (renewals inside the open transaction would count only at commit) */
+		if (wmode != 2 && chance(30))
 		{
 			int			nttl = chance(50) ? 0 : rnd_between(ttl_min, ttl_max);
 
@@ -625,15 +672,15 @@ client_main(int id, const char *tag, int64_t deadline)
 				me->ttl_ms = nttl;
 			sleep_ms(rnd_between(0, ttl / 10));
 		}
-		if (chance(8))
+		if (wmode != 2 && chance(8))
 			do_acquire(&c, 'X', key, ttl, 0);	/* same holder: extends */
 
-		do_write(&c, key, token, chance(25));
+		do_write(&c, key, token, wmode);
 		me->holding = 0;
 		if (chance(15))
 		{
 			sleep_ms(rnd_between(0, 5));
-			do_write(&c, key, token, false);
+			do_write(&c, key, token, 0);
 		}
 
 		if (chance(4))
@@ -1229,7 +1276,9 @@ typedef struct Counts
 				w_ok,
 				w_rej,
 				w_stale_rej,
-				w_two_step;
+				w_two_step,
+				w_rr,
+				w_serial;
 } Counts;
 
 static void
@@ -1254,6 +1303,22 @@ check(const char *tag, Counts *n)
 		const char *why = "";
 
 		n->calls++;
+		if (c->type == 'W' && c->res == -2)
+		{
+			/*
+			 * REPEATABLE READ write whose row changed after its snapshot,
+			 * which was taken after the grant: somebody wrote the key while
+			 * the writer held it.  With the fence that cannot happen.
+			 */
+			n->w_try++;
+			n->w_rr++;
+			n->w_serial++;
+			if (fence)
+				violation(1, "client %d key %d: REPEATABLE READ write with token %" PRId64
+						  " failed to serialise: the key was written by somebody else"
+						  " after this client's grant", c->client, c->key, c->tok_arg);
+			continue;
+		}
 		if (c->res < 0)
 		{
 			n->errors++;
@@ -1297,7 +1362,8 @@ check(const char *tag, Counts *n)
 				break;
 			case 'W':
 				n->w_try++;
-				n->w_two_step += c->two_step;
+				n->w_two_step += c->two_step == 1;
+				n->w_rr += c->two_step == 2;
 				if (c->res == 0)
 				{
 					n->w_rej++;
@@ -1737,9 +1803,9 @@ check:
 		   n.acq, n.acq_wait, n.acq_ok, ngrants, n.ext);
 	printf("renew: %d calls, %d true; release: %d calls, %d true; probes of keys not held: %d, %d true\n",
 		   n.renew, n.renew_ok, n.rel, n.rel_ok, n.probes, n.probes_ok);
-	printf("writes: %d attempted (%d in two steps), %d committed (%d logged), %d refused"
-		   " (%d of them with a stale or expired token)\n",
-		   n.w_try, n.w_two_step, n.w_ok, nwlog, n.w_rej, n.w_stale_rej);
+	printf("writes: %d attempted (%d in two steps, %d in REPEATABLE READ), %d committed (%d logged),"
+		   " %d refused (%d of them with a stale or expired token), %d serialization failures\n",
+		   n.w_try, n.w_two_step, n.w_rr, n.w_ok, nwlog, n.w_rej, n.w_stale_rej, n.w_serial);
 	printf("pauses: %d (%d past the ttl, %d of a client holding a lease, %d inside a validated"
 		   " write transaction, longest %" PRId64 " ms)\n",
 		   ps.pauses, ps.past_ttl, ps.while_holding, ps.in_fence, ps.longest_ms);
