@@ -153,6 +153,8 @@ dlock_claimed_sql(PG_FUNCTION_ARGS)
 	key = dlock_claim_key_text(t, PG_GETARG_DATUM(1),
 							   get_fn_expr_argtype(fcinfo->flinfo, 1));
 	holder = dlock_arg_holder(fcinfo, 2);
+	/* a standby cannot hold off a takeover on the primary: no fence there */
+	PreventCommandDuringRecovery("dlock_claimed()");
 	PG_RETURN_BOOL(dlock_claim_check(t, key, holder));
 }
 

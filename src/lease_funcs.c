@@ -119,6 +119,8 @@ dlock_validate_sql(PG_FUNCTION_ARGS)
 	int64		token = 0;
 
 	(void) dlock_arg_token(fcinfo, 2, false, &token);
+	/* a standby cannot hold off a takeover on the primary: no fence there */
+	writes_allowed("dlock_validate()");
 	PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));
 }
 

@@ -16,13 +16,8 @@
 #     fails with SQLSTATE 25006 and a message naming the function, whatever the
 #     arguments (a key the caller "holds" included), while the dlock_locks and
 #     dlock_waiters views and dlock_stats() work.
-#     dlock_validate on a standby answers from the replicated rows (true for
-#     the live lease with its token, false otherwise), but its "true" is no
-#     fence there: the primary can hand the key over while the standby's
-#     transaction is still open.  The contract says a true validate keeps the
-#     lease from changing hands until the transaction ends, so that check is a
-#     TODO test, reported to the lead (fix: refuse validate on a standby with
-#     25006, or document the exception).
+#     dlock_validate and dlock_claimed are refused there too (25006): a
+#     standby cannot fence a takeover on the primary.
 #  3. Asynchronous failover with the standby behind: WAL replay on
 #     standby_async is paused, more tokens are issued on the primary, then
 #     standby_async is cut off from the primary (so that it also misses WAL
@@ -211,59 +206,22 @@ is( $standby_async->safe_psql('postgres',
 	'1|t',
 	'dlock_stats() works on a standby (one row)');
 
-# dlock_validate on a standby.  Today it answers from the replicated rows
-# (true for the live lease and its token), but that true is no fence: the
-# primary can hand the key over while the standby transaction is still open,
-# which contradicts "validate true -> nobody else can take the key until the
-# validating transaction ends".  Reported to the lead; the two acceptable
-# outcomes are checked: refused with 25006 (a fence cannot be held on a
-# standby), or answered, with the fence property as a TODO test.
-my ($v_rc, $v_out, $v_err);
-$v_rc = $standby_async->psql(
-	'postgres',
+# dlock_validate and dlock_claimed on a standby are refused with 25006: a
+# standby cannot hold off a takeover on the primary, so a "true" there would
+# be a fence that does not hold.
+foreach my $q (
 	qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1)},
-	stdout => \$v_out,
-	stderr => \$v_err,
-	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-if ($v_rc != 0)
+	q{SELECT dlock_claimed('pg_class', 1, 'holder-1')})
 {
+	my ($v_out, $v_err);
+	my $v_rc = $standby_async->psql(
+		'postgres', $q,
+		stdout => \$v_out,
+		stderr => \$v_err,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	isnt($v_rc, 0, "refused on a standby: $q");
 	like($v_err, qr/ERROR:\s+25006: /,
-		'dlock_validate on a standby is refused with SQLSTATE 25006');
-}
-else
-{
-	is($v_out, 't',
-		'dlock_validate on a standby: true for the live lease and its token');
-	is( $standby_async->safe_psql('postgres',
-			qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1 + 1)}),
-		'f', 'dlock_validate on a standby: false for another token');
-	is( $standby_async->safe_psql('postgres',
-			qq{SELECT dlock_validate('repl/1', 'holder-2', $tok1)}),
-		'f', 'dlock_validate on a standby: false for another holder');
-
-	my $s = $standby_async->background_psql('postgres', on_error_stop => 0);
-	$s->query_safe('BEGIN');
-	is($s->query_safe(qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1)}),
-		't', 'a standby transaction validated repl/1 and stays open');
-
-	my $released = $primary->safe_psql('postgres',
-		q{SELECT dlock_release('repl/1', 'holder-1')});
-	my $t2 = acquire_on($primary, 'repl/1', 'holder-thief');
-	push @old_tokens, $t2 if $t2 ne '';
-	$primary->wait_for_catchup($standby_async);
-  TODO:
-	{
-		local $TODO =
-		  'dlock_validate on a standby returns true but cannot fence the primary';
-		ok(!($released eq 't' && $t2 ne ''),
-			'while a standby transaction holds a true validate, the primary cannot hand the key over'
-		);
-	}
-	is( $s->query_safe(qq{SELECT dlock_validate('repl/1', 'holder-1', $tok1)}),
-		'f',
-		'the same standby transaction, once the handover replayed, validates false');
-	$s->query_safe('COMMIT');
-	$s->quit;
+		"refused with SQLSTATE 25006 on a standby: $q");
 }
 
 # ---------------------------------------------------------------------------
