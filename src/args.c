@@ -11,7 +11,6 @@
  */
 #include "postgres.h"
 
-#include "common/int.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -64,20 +63,21 @@ dlock_arg_holder(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * An interval as microseconds, a month counting as 30 days.  Infinite or
- * overflowing intervals come back as PG_INT64_MAX, which every caller
- * rejects as too large.
+ * An interval as microseconds, a month counting as 30 days, computed in
+ * 128 bits so that large parts of opposite signs still add up right; a
+ * total beyond 64 bits comes back clamped, which every caller rejects.
  */
 int64
 dlock_interval_usecs(const Interval *iv)
 {
-	int64		days = (int64) iv->month * DAYS_PER_MONTH + iv->day;
-	int64		us;
+	int128		us = ((int128) iv->month * DAYS_PER_MONTH + iv->day) * USECS_PER_DAY +
+		iv->time;
 
-	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &us) ||
-		pg_add_s64_overflow(us, iv->time, &us))
-		return (days < 0 || (days == 0 && iv->time < 0)) ? PG_INT64_MIN : PG_INT64_MAX;
-	return us;
+	if (us > PG_INT64_MAX)
+		return PG_INT64_MAX;
+	if (us < PG_INT64_MIN)
+		return PG_INT64_MIN;
+	return (int64) us;
 }
 
 /*

@@ -106,16 +106,26 @@ excluded_keys(Oid relid, TimestampTz now, int *n)
 	return dlock_copy_key_column(*n);
 }
 
-static Datum
-pk_array(const ClaimTarget *t, text **keys, int n)
+/* the primary key values of keys, converted as the caller */
+static Datum *
+key_values(const ClaimTarget *t, text **keys, int n, int extra)
 {
-	Datum	   *vals = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *vals = palloc(sizeof(Datum) * (n + extra + 1));
+	int			io = dlock_claim_io_begin(t, InvalidOid);
+
+	for (int i = 0; i < n; i++)
+		vals[i] = dlock_claim_key_value(t, keys[i]);
+	dlock_claim_io_end(io);
+	return vals;
+}
+
+static Datum
+pk_array(const ClaimTarget *t, Datum *vals, int n)
+{
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
 
-	for (int i = 0; i < n; i++)
-		vals[i] = dlock_claim_key_value(t, keys[i]);
 	get_typlenbyvalalign(t->pk_type, &typlen, &typbyval, &typalign);
 	return PointerGetDatum(construct_array(vals, n, t->pk_type, typlen,
 										   typbyval, typalign));
@@ -272,6 +282,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	DlockSpi	spi;
 	SPIPlanPtr	uplan;
 	text	  **excl;
+	Datum	   *exclvals;
 	int			nexcl;
 	int			maxexcl;
 	int			claimed = 0;
@@ -281,11 +292,11 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	dlock_spi_begin(&spi);
 	excl = excluded_keys(t->relid, GetCurrentTimestamp(), &nexcl);
 	maxexcl = nexcl + req->n + 1;
-	excl = repalloc(excl, sizeof(text *) * maxexcl);
 
+	/* from here on, everything that runs the table's types runs as the caller */
 	dlock_spi_as_caller(&spi);
+	exclvals = key_values(t, excl, nexcl, req->n);
 	uplan = dlock_claim_user_plan(t, req->filter, req->order_by);
-	dlock_spi_as_owner(&spi);
 
 	while (claimed < req->n)
 	{
@@ -297,42 +308,52 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		Candidate  *c;
 		int		   *order;
 		TimestampTz now;
+		int			io;
 
 		CHECK_FOR_INTERRUPTS();
 
 		/* candidate rows, read and locked as the caller */
-		uvalues[0] = pk_array(t, excl, nexcl);
+		uvalues[0] = pk_array(t, exclvals, nexcl);
 		uvalues[1] = Int64GetDatum(need);
-		dlock_spi_as_caller(&spi);
 		rc = SPI_execute_plan(uplan, uvalues, NULL, false, 0);
-		dlock_spi_as_owner(&spi);
 		if (rc != SPI_OK_SELECT)
 			elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
 		ncand = SPI_processed;
 		cand = SPI_tuptable;
 		if (ncand == 0)
 			break;
+		if (SPI_gettypeid(cand->tupdesc, 1) != t->rowtype)
+			elog(ERROR, "claim query returned %s, not the row type of \"%s\"",
+				 format_type_be(SPI_gettypeid(cand->tupdesc, 1)), t->relname);
 
 		c = palloc0(sizeof(Candidate) * ncand);
 		order = palloc(sizeof(int) * ncand);
+		if (nexcl + ncand > (uint64) maxexcl)
+		{
+			maxexcl = nexcl + ncand + req->n;
+			exclvals = repalloc(exclvals, sizeof(Datum) * maxexcl);
+		}
+		io = dlock_claim_io_begin(t, InvalidOid);
 		for (uint64 i = 0; i < ncand; i++)
 		{
 			bool		isnull;
 			Datum		pk = SPI_getbinval(cand->vals[i], cand->tupdesc, 2, &isnull);
-			DlockKeyLock kl;
 
 			c[i].row = SPI_getbinval(cand->vals[i], cand->tupdesc, 1, &isnull);
 			c[i].key = dlock_claim_key_text(t, pk, t->pk_type);
-			kl = dlock_claim_keylock(t->relid, c[i].key);
-			c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
 			order[i] = (int) i;
 			/* never offer this row again in this call */
-			if (nexcl >= maxexcl)
-			{
-				maxexcl *= 2;
-				excl = repalloc(excl, sizeof(text *) * maxexcl);
-			}
-			excl[nexcl++] = c[i].key;
+			exclvals[nexcl++] = pk;
+		}
+		dlock_claim_io_end(io);
+
+		/* dlock's own work, as dlock's owner */
+		dlock_spi_as_owner(&spi);
+		for (uint64 i = 0; i < ncand; i++)
+		{
+			DlockKeyLock kl = dlock_claim_keylock(t->relid, c[i].key);
+
+			c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
 		}
 		sort_base = c;
 		qsort(order, ncand, sizeof(int), candidate_cmp);
@@ -368,9 +389,11 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 				dlock_key_unlock(&kl, ExclusiveLock);
 			}
 		}
+		dlock_spi_as_caller(&spi);
 		if (ncand < (uint64) need)
 			break;
 	}
+	dlock_spi_as_owner(&spi);
 
 	dlock_count(DLOCK_STAT_CLAIMS, claimed);
 	dlock_count(DLOCK_STAT_REDELIVERIES, redelivered);

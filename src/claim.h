@@ -32,6 +32,7 @@ typedef struct ClaimTarget
 	Oid			pk_out_fn;
 	Oid			pk_in_fn;
 	Oid			pk_ioparam;
+	bool		io_needs_pin;	/* its text form depends on settings */
 	bool		stale;			/* invalidated: rebuild on next lookup */
 } ClaimTarget;
 
@@ -41,6 +42,8 @@ extern const ClaimTarget *dlock_claim_target_for_rel(Oid relid);
 extern text *dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type);
 extern Datum dlock_claim_key_value(const ClaimTarget *t, text *key);
 extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
+extern int	dlock_claim_io_begin(const ClaimTarget *t, Oid other_type);
+extern void dlock_claim_io_end(int nestlevel);
 
 extern Datum dlock_text_array(text **keys, int n);
 extern int	dlock_text_cmp(const void *a, const void *b);

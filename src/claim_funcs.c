@@ -62,6 +62,7 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n)
 	Datum	   *elems;
 	bool	   *nulls;
 	text	  **keys;
+	int			io;
 
 	require_arg(fcinfo, argno, "keys");
 	arr = PG_GETARG_ARRAYTYPE_P(argno);
@@ -70,6 +71,7 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n)
 	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
 					  &elems, &nulls, n);
 	keys = palloc(sizeof(text *) * Max(*n, 1));
+	io = dlock_claim_io_begin(t, elemtype);
 	for (int i = 0; i < *n; i++)
 	{
 		if (nulls[i])
@@ -78,6 +80,7 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n)
 					 errmsg("keys must not contain nulls")));
 		keys[i] = dlock_claim_key_text(t, elems[i], elemtype);
 	}
+	dlock_claim_io_end(io);
 	return keys;
 }
 
@@ -148,10 +151,14 @@ dlock_claimed_sql(PG_FUNCTION_ARGS)
 	const ClaimTarget *t = arg_table(fcinfo, 0);
 	text	   *key;
 	text	   *holder;
+	Oid			keytype;
+	int			io;
 
 	require_arg(fcinfo, 1, "key");
-	key = dlock_claim_key_text(t, PG_GETARG_DATUM(1),
-							   get_fn_expr_argtype(fcinfo->flinfo, 1));
+	keytype = get_fn_expr_argtype(fcinfo->flinfo, 1);
+	io = dlock_claim_io_begin(t, keytype);
+	key = dlock_claim_key_text(t, PG_GETARG_DATUM(1), keytype);
+	dlock_claim_io_end(io);
 	holder = dlock_arg_holder(fcinfo, 2);
 	/* a standby cannot hold off a takeover on the primary: no fence there */
 	PreventCommandDuringRecovery("dlock_claimed()");

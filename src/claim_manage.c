@@ -82,21 +82,38 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	return ok;
 }
 
-/* keys of the holder's live claims on a table, sorted */
+/*
+ * Keys of the holder's live claims on a table, sorted: all of them, or
+ * those among keys (sorted and without duplicates).  Only these are then
+ * locked, so a caller cannot lock rows it does not hold.
+ */
 static text **
-holder_keys(Oid relid, text *holder, Oid role, int *n)
+holder_keys(Oid relid, text *holder, Oid role, text **among, int namong,
+			int *n)
 {
-	Oid			types[3] = {OIDOID, TEXTOID, OIDOID};
-	Datum		values[3] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
-	ObjectIdGetDatum(role)};
+	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
+	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
+	ObjectIdGetDatum(role), 0};
 	SPIPlanPtr	plan;
 
-	plan = dlock_spi_plan(Q_CLAIM_HOLDER_KEYS,
-						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
-						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-						  " ORDER BY key",
-						  3, types);
+	if (among == NULL)
+		plan = dlock_spi_plan(Q_CLAIM_HOLDER_KEYS,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key",
+							  3, types);
+	else
+	{
+		values[3] = dlock_text_array(among, namong);
+		plan = dlock_spi_plan(Q_CLAIM_HOLDER_KEYS_IN,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($4)"
+							  "   AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key",
+							  4, types);
+	}
 	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
 	return dlock_copy_key_column(*n);
 }
@@ -147,10 +164,8 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 	int64		n;
 
 	dlock_spi_begin(&spi);
-	if (keys == NULL)
-		keys = holder_keys(t->relid, holder, spi.caller, &nkeys);
-	else
-		nkeys = dlock_sort_unique_keys(keys, nkeys);
+	keys = holder_keys(t->relid, holder, spi.caller, keys,
+					   keys ? dlock_sort_unique_keys(keys, nkeys) : 0, &nkeys);
 	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
 	n = delete_holder_claims(t->relid, keys, nkeys, holder, spi.caller);
 	dlock_spi_end(&spi);
@@ -174,7 +189,7 @@ dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
 	int64		n = 0;
 
 	dlock_spi_begin(&spi);
-	keys = holder_keys(t->relid, holder, spi.caller, &nkeys);
+	keys = holder_keys(t->relid, holder, spi.caller, NULL, 0, &nkeys);
 	lock_keys(t->relid, keys, nkeys, ShareLock);
 	if (nkeys > 0)
 	{
@@ -210,9 +225,16 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	int64		n;
 
 	dlock_spi_begin(&spi);
-	nkeys = dlock_sort_unique_keys(keys, nkeys);
-	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
 	values[0] = ObjectIdGetDatum(t->relid);
+	values[1] = dlock_text_array(keys, nkeys);
+	/* lock only the keys that have claim rows, in order */
+	plan = dlock_spi_plan(Q_CLAIM_EXISTING_KEYS,
+						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2) ORDER BY key",
+						  2, types);
+	nkeys = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	keys = dlock_copy_key_column(nkeys);
+	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
 	values[1] = dlock_text_array(keys, nkeys);
 	plan = dlock_spi_plan(Q_CLAIM_RESET,
 						  "DELETE FROM " DLOCK_SCHEMA ".claim"
@@ -275,7 +297,7 @@ dlock_claim_release_all(text *holder)
 /*
  * Now and then (and only in a transaction of its own), a claim deletes
  * claim rows that expired longer than dlock.idle_key_lifetime ago and are
- * not poisoned, so that claim storage does not grow with every claim ever
+ * not poisoned, and claim rows of tables that no longer exist, so that claim storage does not grow with every claim ever
  * made.  Rows another transaction holds the key lock of are skipped.
  */
 void
@@ -296,9 +318,11 @@ dlock_claim_maybe_cleanup(void)
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
 									(int64) dlock_idle_key_lifetime_s * USECS_PER_SEC);
 	sel = dlock_spi_plan(Q_CLAIM_IDLE_KEYS,
-						 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
-						 " WHERE expires_at OPERATOR(pg_catalog.<) $1"
-						 "   AND poisoned_at IS NULL LIMIT 256",
+						 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim c"
+						 " WHERE (expires_at OPERATOR(pg_catalog.<) $1 AND poisoned_at IS NULL)"
+						 "    OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+						 "                    WHERE r.oid" EQ "c.relid)"
+						 " LIMIT 256",
 						 1, types);
 	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
 	keys = dlock_copy_key_column(n);
@@ -318,10 +342,11 @@ dlock_claim_maybe_cleanup(void)
 		Oid			dtypes[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
 
 		del = dlock_spi_plan(Q_CLAIM_DELETE_IDLE,
-							 "DELETE FROM " DLOCK_SCHEMA ".claim"
+							 "DELETE FROM " DLOCK_SCHEMA ".claim c"
 							 " WHERE relid" EQ "$1 AND key" EQ "$2"
-							 "   AND expires_at OPERATOR(pg_catalog.<) $3"
-							 "   AND poisoned_at IS NULL",
+							 "   AND ((expires_at OPERATOR(pg_catalog.<) $3 AND poisoned_at IS NULL)"
+							 "        OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+							 "                        WHERE r.oid" EQ "c.relid))",
 							 3, dtypes);
 	}
 	values[2] = values[0];

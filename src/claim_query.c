@@ -174,7 +174,7 @@ dlock_check_order_by(const char *order_by)
 }
 
 /*
- *	SELECT tbl, tbl.pk FROM [ONLY] schema.tbl
+ *	SELECT ROW(tbl.*)::schema.tbl, tbl.pk FROM [ONLY] schema.tbl
  *	 WHERE (filter) AND NOT (tbl.pk OPERATOR(s.=) ANY ($1))
  *	 ORDER BY order_by
  *	 LIMIT $2
@@ -191,8 +191,12 @@ build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
 	StringInfoData sql;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s, %s.%s FROM %s%s",
-					 t->relname, t->relname, t->pk_colname,
+	/*
+	 * The whole row as ROW(tbl.*)::type: a bare "tbl" would name a column
+	 * if the table has one with its own name.
+	 */
+	appendStringInfo(&sql, "SELECT ROW(%s.*)::%s, %s.%s FROM %s%s",
+					 t->relname, t->qualname, t->relname, t->pk_colname,
 					 t->relkind == 'r' ? "ONLY " : "", t->qualname);
 	appendStringInfo(&sql, " WHERE (\n%s\n)", filter ? filter : "true");
 	appendStringInfo(&sql, " AND NOT (%s.%s %s ANY ($1))",

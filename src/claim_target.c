@@ -9,6 +9,14 @@
  * back as the same key names the same row: dlock_claimed('jobs', 42, ...)
  * and dlock_claimed('jobs', '42'::text, ...) agree.
  *
+ * Key texts must not depend on the session: a timestamptz key written
+ * under one TimeZone or DateStyle must give the same text under another,
+ * or one row could carry two claims.  Conversions of keys whose types have
+ * setting-dependent text forms run under fixed settings (ISO dates, UTC,
+ * shortest exact floats, hex bytea; dlock_claim_io_begin).  They always run
+ * as the caller, never as dlock's owner: a key's type may be a domain or a
+ * type with functions the caller wrote.
+ *
  * Only single-column primary keys are supported.  Targets are cached per
  * backend and rebuilt after a relcache invalidation of their table.
  *
@@ -36,6 +44,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/guc.h"
 #include "utils/syscache.h"
 
 #include "claim.h"
@@ -59,6 +68,65 @@ target_inval_callback(Datum arg, Oid relid)
 		if (!OidIsValid(relid) || t->relid == relid)
 			t->stale = true;
 	}
+}
+
+/* types whose text form depends on no setting */
+static bool
+io_is_stable(Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case OIDOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+		case CHAROID:
+		case BOOLOID:
+		case UUIDOID:
+		case NUMERICOID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Fixed settings for converting keys to and from text, when the primary
+ * key's type (or other_type, the type a key was given as) needs them.
+ * Returns the GUC nest level to end, or 0.
+ */
+int
+dlock_claim_io_begin(const ClaimTarget *t, Oid other_type)
+{
+	static const char *const settings[][2] = {
+		{"DateStyle", "ISO, YMD"},
+		{"IntervalStyle", "postgres"},
+		{"TimeZone", "UTC"},
+		{"extra_float_digits", "1"},
+		{"bytea_output", "hex"},
+		{"lc_monetary", "C"},
+	};
+	int			nestlevel;
+
+	if (!t->io_needs_pin && (!OidIsValid(other_type) || io_is_stable(other_type)))
+		return 0;
+	nestlevel = NewGUCNestLevel();
+	for (int i = 0; i < lengthof(settings); i++)
+		(void) set_config_option(settings[i][0], settings[i][1],
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+								 true, 0, false);
+	return nestlevel;
+}
+
+void
+dlock_claim_io_end(int nestlevel)
+{
+	if (nestlevel > 0)
+		AtEOXact_GUC(true, nestlevel);
 }
 
 /* OPERATOR(schema.name) for an operator oid, safe from search_path */
@@ -135,6 +203,7 @@ build_target(Oid relid)
 		elog(ERROR, "no equality operator or array type for the primary key of \"%s\"",
 			 RelationGetRelationName(rel));
 	t->pk_eq_op = qualified_operator(eqop);
+	t->io_needs_pin = !io_is_stable(t->pk_type);
 	getTypeOutputInfo(t->pk_type, &t->pk_out_fn, &isvarlena);
 	getTypeInputInfo(t->pk_type, &t->pk_in_fn, &t->pk_ioparam);
 	MemoryContextSwitchTo(old);

@@ -16,6 +16,10 @@
 #error "dlock requires PostgreSQL 15 or later"
 #endif
 
+#ifndef HAVE_INT128
+#error "dlock needs a compiler with 128-bit integers (interval arithmetic in args.c)"
+#endif
+
 #if PG_VERSION_NUM >= 160000
 /* PostgreSQL 16 moved the ownership checks to object_ownercheck() */
 #define DLOCK_HAS_OBJECT_ACLCHECK 1

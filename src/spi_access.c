@@ -10,7 +10,10 @@
  * caller's own privileges); instead the C code switches to the owner of
  * the dlock schema around its own queries, the way PostgreSQL's foreign
  * key triggers switch to a table's owner, and switches back afterwards.
- * An error restores the caller's identity through transaction abort.
+ * As the owner, dlock runs only its own queries on its own tables, and in
+ * a security-restricted operation; anything that could run code of the
+ * caller's (the user's table, its types) runs as the caller.  An error
+ * restores the caller's identity through transaction abort.
  *
  * Every internal query is run with a fresh snapshot (GetLatestSnapshot),
  * as the foreign key checks do: a lock service must judge a lease by what
@@ -116,7 +119,8 @@ void
 dlock_spi_as_owner(DlockSpi *ctx)
 {
 	SetUserIdAndSecContext(ctx->owner,
-						   ctx->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+						   ctx->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
 	if (ctx->nestlevel == 0)
 		ctx->nestlevel = pin_internal_settings();
 }
