@@ -27,9 +27,10 @@
 # the updates since the last line (n_tup_hot_upd / n_tup_upd from
 # pg_stat_user_tables), and the throughput since the last line (dlock_stats():
 # acquires, releases, renewals, claims per second; commits per second), and
-# the age of the oldest backend_xmin.  At the end: the pgbench totals, and a
+# the age of the oldest backend_xmin, and the load average (the machine may
+# be shared: throughput is only comparable at similar load).  At the end: the pgbench totals, and a
 # verdict per table: did its size (and its dead tuples) return to the steady
-# level measured just before the long transaction started?
+# level (the largest sample before the long transaction started)?
 #
 # Environment:
 #   DURATION=600       seconds of load
@@ -43,6 +44,8 @@
 #                      the installed one)
 #   KEEP=0             1: keep the work directory (cluster, logs, samples.tsv)
 #   RESULTS=FILE       also copy the samples (TSV) to FILE
+#   SHRINK=1           after the run, VACUUM FULL each dlock table and print
+#                      its size before and after (0: skip)
 #
 # Run as root (PostgreSQL itself runs as the postgres user).  Not part of the
 # test suite.
@@ -68,6 +71,7 @@ BATCH=${BATCH:-10}
 BUILD=${BUILD:-1}
 KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
+SHRINK=${SHRINK:-1}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "bench/soak.sh must run as root (PostgreSQL runs as the postgres user)." >&2
@@ -179,18 +183,19 @@ SELECT c.oid::regclass,
 EOF
 )
 SAMPLES=$WORK/samples.tsv
-printf 't\tphase\trel\tsize\tidx\tlive\tdead\tupd\thot\tvacuums\tacq\trel_n\tren\tclaims\txacts\txmin_age\n' >"$SAMPLES"
+printf 't\tphase\trel\tsize\tidx\tlive\tdead\tupd\thot\tvacuums\tacq\trel_n\tren\tclaims\txacts\txmin_age\tload1\n' >"$SAMPLES"
 
 PREV_T=
 declare -A PREV
 sample() { # T PHASE: appends to $SAMPLES and prints the lines
     local t=$1 phase=$2 line rel size idx live dead upd hot vac acq reln ren cl xa xage
-    local dt hotpct rates key last="0 0 0 0 0"
+    local dt hotpct rates key last="0 0 0 0 0" load1
+    load1=$(cut -d' ' -f1 /proc/loadavg)
     while IFS='|' read -r rel size idx live dead upd hot vac acq reln ren cl xa xage; do
         [ -n "$rel" ] || continue
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
             "$t" "$phase" "$rel" "$size" "$idx" "$live" "$dead" "$upd" "$hot" "$vac" \
-            "$acq" "$reln" "$ren" "$cl" "$xa" "$xage" >>"$SAMPLES"
+            "$acq" "$reln" "$ren" "$cl" "$xa" "$xage" "$load1" >>"$SAMPLES"
         key=$rel
         if [ -n "$PREV_T" ] && [ "$t" -gt "$PREV_T" ]; then
             dt=$((t - PREV_T))
@@ -207,9 +212,9 @@ sample() { # T PHASE: appends to $SAMPLES and prints the lines
             hotpct='-'
             rates=$(printf '%8s %8s %8s %8s %8s' - - - - -)
         fi
-        printf '%5s %-9s %-16s %9s %9s %8s %8s %6s %s %9s\n' \
+        printf '%5s %-9s %-16s %9s %9s %8s %8s %6s %s %9s %5s\n' \
             "$t" "$phase" "$rel" "$(numfmt --to=iec "$size")" "$(numfmt --to=iec "$idx")" \
-            "$live" "$dead" "$hotpct" "$rates" "$xage"
+            "$live" "$dead" "$hotpct" "$rates" "$xage" "$load1"
         PREV[$key.upd]=$upd
         PREV[$key.hot]=$hot
         last="$acq $reln $ren $cl $xa"
@@ -238,8 +243,8 @@ fi
 START=$SECONDS
 
 echo
-printf '%5s %-9s %-16s %9s %9s %8s %8s %6s %8s %8s %8s %8s %8s %9s\n' \
-    t phase table size indexes live dead HOT acq/s rel/s renew/s claim/s commit/s xmin_age
+printf '%5s %-9s %-16s %9s %9s %8s %8s %6s %8s %8s %8s %8s %8s %9s %5s\n' \
+    t phase table size indexes live dead HOT acq/s rel/s renew/s claim/s commit/s xmin_age load
 sample 0 steady
 
 LONGTX_PID=
@@ -301,14 +306,19 @@ fi
 # ---- verdict: per table, steady (last sample before the long transaction),
 # peak (during it), end (last sample)
 echo
-echo "verdict (steady = last sample before the long transaction; end = last sample, $((DURATION - LONGTX_END)) s after it ended):"
+echo "verdict (steady = largest sample before the long transaction; end = last sample, $((DURATION - LONGTX_END)) s after it ended):"
 awk -F'\t' -v ltx_start="$LONGTX_START" -v ltx_end="$LONGTX_END" '
 function h(x) { return x >= 1048576 ? sprintf("%.1fM", x / 1048576) : sprintf("%.0fk", x / 1024) }
 NR == 1 { next }
 {
     rel = $3; t = $1 + 0; tot = $4 + $5
     rels[rel] = 1
-    if ($2 == "steady" || $2 == "tx-start") { st_size[rel] = $4; st_idx[rel] = $5; st_dead[rel] = $7 }
+    # steady level: the largest sample before the long transaction (sizes
+    # of insert/delete tables like dlock.claim swing with autovacuum cycles)
+    if (($2 == "steady" && t > 0) || $2 == "tx-start") {
+        if (tot >= st_size[rel] + st_idx[rel]) { st_size[rel] = $4; st_idx[rel] = $5 }
+        if ($7 > st_dead[rel]) st_dead[rel] = $7
+    }
     if ($2 == "LONG-TX" || $2 == "tx-end" || $2 == "tx-start") {
         if (tot > peak[rel]) { peak[rel] = tot; pk_size[rel] = $4; pk_idx[rel] = $5 }
         if ($7 > pk_dead[rel]) pk_dead[rel] = $7
@@ -342,6 +352,21 @@ END {
         printf "  %s: dead tuples %s\n", rel, dmsg
     }
 }' "$SAMPLES"
+
+if [ "$SHRINK" = 1 ]; then
+    echo
+    echo "remedy: VACUUM FULL of each dlock table after the run (ACCESS EXCLUSIVE lock while it runs):"
+    for rel in $(q -c "SELECT c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE n.nspname = 'dlock' AND c.relkind = 'r' ORDER BY 1"); do
+        before=$(q -c "SELECT pg_relation_size('$rel') + pg_indexes_size('$rel')")
+        t0=$(date +%s%N)
+        q -c "VACUUM FULL $rel"
+        ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+        after=$(q -c "SELECT pg_relation_size('$rel') + pg_indexes_size('$rel')")
+        printf '    %-16s table+indexes %s -> %s in %s ms\n' "$rel" \
+            "$(numfmt --to=iec "$before")" "$(numfmt --to=iec "$after")" "$ms"
+    done
+fi
 
 if [ -n "$RESULTS" ]; then
     cp "$SAMPLES" "$RESULTS"
