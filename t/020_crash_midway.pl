@@ -38,8 +38,24 @@
 # makes that case happen on purpose and checks that committed tokens are
 # still beaten.
 #
-# Claims (issue 3) get their own crash checks in this file once they exist:
-# add a part next to the lease parts, using the same helpers.
+# Claims (issue 3), on a table jobs(id int PRIMARY KEY, status, payload):
+#  4. A backend killed with SIGKILL in an open transaction that had claimed
+#     rows with dlock_claim and completed them under the dlock_claimed fence,
+#     while it is inside a second dlock_claim (its filter sleeps): after the
+#     crash-restart its claims never happened (dlock_claims and dlock.claim
+#     have nothing of that holder, its fenced completion is gone), another
+#     worker claims exactly those rows with attempts = 1 (the killed claim did
+#     not count as a delivery) and a token greater than every committed
+#     token, and the committed claims (including one delivered twice,
+#     attempts = 2) are intact: holder, owner, token, times, attempts, still
+#     fencing for their holders and never handed to anyone else.
+#  5. stop('immediate') right after a burst of committed claims (each in its
+#     own transaction) and a claim with a 2 s ttl: the server stays down until
+#     that ttl has run out.  After restart every committed claim is there
+#     exactly as committed; the claim whose ttl ran out while the server was
+#     down (its expiry is before the postmaster's start time) is claimable by
+#     another worker, with attempts + 1 and a greater token, and no row
+#     under a live claim is handed out.
 
 use strict;
 use warnings;
@@ -47,7 +63,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(usleep time);
 
 my $node = PostgreSQL::Test::Cluster->new('crash');
 $node->init;
@@ -365,6 +381,202 @@ is(scalar(keys %$before), 3, 'three committed leases before the first crash');
 			q{SELECT dlock_acquire('burst/7', 'burst-holder-7', '1 hour')}),
 		$tokens[6],
 		'a burst holder re-acquiring after the restart gets its own token back');
+}
+
+# ---------------------------------------------------------------------------
+# Claims: helpers
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{
+CREATE TABLE jobs (id int PRIMARY KEY, status int NOT NULL DEFAULT 0, payload text);
+INSERT INTO jobs SELECT g, 0, 'job ' || g FROM generate_series(1, 40) g;
+-- a filter that keeps dlock_claim busy until the backend is killed
+CREATE FUNCTION public.slow_filter(int) RETURNS boolean LANGUAGE plpgsql VOLATILE
+  AS $$ BEGIN PERFORM pg_catalog.pg_sleep(60); RETURN true; END $$;
+});
+
+# dlock_claim in its own (committed) transaction; returns the claimed ids
+# ("1,2,3", '' for none) and records the claim's token as committed
+sub claim_committed
+{
+	my ($holder, $n, $ttl, $filter) = @_;
+	my $f = defined $filter ? "\$f\$$filter\$f\$" : 'NULL';
+	my ($ids, $token) = split /\n/, $node->safe_psql('postgres', qq{
+SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '')
+  FROM dlock_claim(NULL::jobs, '$holder', $n, '$ttl', $f);
+SELECT coalesce(max(token)::text, '') FROM dlock_claims WHERE holder = '$holder';}), -1;
+	push @committed_tokens, $token if $ids ne '';
+	return $ids;
+}
+
+# key -> "holder|owner|token|claimed_at|expires_at|attempts" for every
+# unexpired claim on jobs
+sub claim_map
+{
+	my $out = $node->safe_psql('postgres',
+		q{SELECT key, holder, owner, token, claimed_at, expires_at, attempts
+		    FROM dlock_claims WHERE table_name = 'jobs'::regclass ORDER BY key});
+	my %m;
+	for my $line (split /\n/, $out)
+	{
+		my ($k, @rest) = split /\|/, $line;
+		$m{$k} = join '|', @rest;
+	}
+	return \%m;
+}
+
+# "attempts,attempts,..." of holder's live claims, in key order
+sub attempts_of
+{
+	my ($holder) = @_;
+	return $node->safe_psql('postgres',
+		qq{SELECT string_agg(attempts::text, ',' ORDER BY key::int)
+		     FROM dlock_claims WHERE holder = '$holder'});
+}
+
+sub claim_token_of
+{
+	my ($holder) = @_;
+	return $node->safe_psql('postgres',
+		qq{SELECT max(token) FROM dlock_claims WHERE holder = '$holder'});
+}
+
+# ---------------------------------------------------------------------------
+# Part 4: SIGKILL in the middle of dlock_claim, in an open transaction that
+# had already claimed rows and completed them under the fence
+# ---------------------------------------------------------------------------
+{
+	is(claim_committed('worker-keep', 5, '1 hour', 'id <= 5'),
+		'1,2,3,4,5', 'worker-keep claims rows 1-5 (committed)');
+	# rows 6 and 7 are delivered twice: a claim that expires, then another
+	is(claim_committed('worker-old', 2, '100 ms', 'id IN (6, 7)'),
+		'6,7', 'worker-old claims rows 6-7 for 100 ms');
+	usleep(300_000);
+	is(claim_committed('worker-again', 2, '1 hour', 'id IN (6, 7)'),
+		'6,7', 'worker-again claims rows 6-7 after worker-old\'s claim ran out');
+	is(attempts_of('worker-again'), '2,2', 'rows 6-7 have attempts = 2');
+	my $claims_before = claim_map();
+	is(scalar(keys %$claims_before), 7, 'seven committed claims before the crash');
+
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	my $pid = $s->query_safe('SELECT pg_backend_pid()');
+	$s->query_safe('BEGIN');
+	is( $s->query_safe(
+			q{SELECT string_agg(id::text, ',' ORDER BY id)
+			    FROM dlock_claim(NULL::jobs, 'worker-mid', 5, '1 hour', 'status = 0')}),
+		'8,9,10,11,12',
+		'worker-mid claims rows 8-12 inside its open transaction');
+	is( $s->query_safe(
+			q{WITH u AS (UPDATE jobs SET status = 1
+			              WHERE id BETWEEN 8 AND 12 AND dlock_claimed('jobs', id, 'worker-mid')
+			             RETURNING id)
+			  SELECT count(*) FROM u}),
+		'5',
+		'worker-mid completes them under the dlock_claimed fence (uncommitted)');
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_claims WHERE holder = 'worker-mid'}),
+		'0', 'the uncommitted claims are invisible to other sessions');
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_claim(NULL::jobs, 'worker-peek', 10, '1 hour',
+			                                    'id BETWEEN 8 AND 12')}),
+		'0', 'while worker-mid\'s transaction is open, nobody else gets its rows');
+
+	# a second claim in the same transaction; its filter sleeps, so the
+	# backend is killed inside dlock_claim
+	$s->{stdin} .=
+	  "SELECT count(*) FROM dlock_claim(NULL::jobs, 'worker-mid', 3, '1 hour', 'public.slow_filter(id)');\n";
+	$s->{run}->pump_nb;
+	ok( $node->poll_query_until(
+			'postgres',
+			qq{SELECT count(*) = 1 FROM pg_stat_activity
+			    WHERE pid = $pid AND wait_event = 'PgSleep' AND query LIKE '%dlock_claim%'}),
+		'worker-mid is inside its second dlock_claim (the filter sleeps)');
+
+	kill_backend_and_wait($pid, $s);
+
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_claims WHERE holder = 'worker-mid'}),
+		'0', 'after the crash dlock_claims has no claim of worker-mid');
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock.claim WHERE holder = 'worker-mid'}),
+		'0', 'after the crash dlock.claim has no row of worker-mid at all');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM jobs WHERE status <> 0}),
+		'0', 'its fenced completion never happened either');
+	is_deeply(claim_map(), $claims_before,
+		'committed claims are intact after the crash (holder, owner, token, times, attempts)');
+	is( $node->safe_psql('postgres',
+			q{SELECT dlock_claimed('jobs', 1, 'worker-keep') AND dlock_claimed('jobs', 7, 'worker-again')}),
+		't', 'the committed claims still fence for their holders');
+	is(claim_committed('worker-other', 10, '1 hour', 'id <= 7'),
+		'', 'rows under committed claims are not handed out after the crash');
+
+	is(claim_committed('worker-other', 5, '1 hour', 'status = 0'),
+		'8,9,10,11,12', 'another worker claims exactly the rows of the killed claim');
+	is(attempts_of('worker-other'), '1,1,1,1,1',
+		'with attempts = 1: the killed claim did not count as a delivery');
+	cmp_ok(claim_token_of('worker-other'), '>',
+		max_of(@committed_tokens[0 .. $#committed_tokens - 1]),
+		'its token is greater than every committed token issued before the crash');
+	is($node->safe_psql('postgres', q{SELECT dlock_unclaim('jobs', 'worker-other')}),
+		'5', 'worker-other gives its claims back');
+}
+
+# ---------------------------------------------------------------------------
+# Part 5: stop('immediate') after a burst of committed claims, and a claim
+# whose ttl runs out while the server is down
+# ---------------------------------------------------------------------------
+{
+	my $n = 20;
+	my $script = join '',
+	  map { "SELECT id FROM dlock_claim(NULL::jobs, 'claim-burst-$_', 1, '1 hour', 'id > 12');\n" }
+	  1 .. $n;
+	my @ids = split /\n/, $node->safe_psql('postgres', $script);
+	is(join(',', @ids), join(',', 13 .. 12 + $n),
+		"claim burst: $n claims, one row each, in key order");
+	push @committed_tokens, split /\n/,
+	  $node->safe_psql('postgres',
+		q{SELECT token FROM dlock_claims WHERE holder LIKE 'claim-burst-%'});
+
+	my $short = claim_committed('worker-short', 3, '2 s', 'id > 12');
+	is($short, join(',', 13 + $n .. 15 + $n), 'worker-short claims 3 rows for 2 s');
+	my $expected = claim_map();
+	is( scalar(grep { /^worker-short\|/ } values %$expected),
+		3, 'worker-short\'s claims are live right before the stop');
+	my $short_expiry = $node->safe_psql('postgres',
+		q{SELECT extract(epoch FROM max(expires_at)) FROM dlock.claim WHERE holder = 'worker-short'});
+
+	$node->stop('immediate');
+	# stay down until worker-short's claims have run out
+	my $left = $short_expiry - time();
+	usleep(int(($left + 0.2) * 1_000_000)) if $left > -0.2;
+	$node->start;
+
+	is( $node->safe_psql('postgres',
+			q{SELECT bool_and(expires_at < pg_postmaster_start_time()) FROM dlock.claim
+			   WHERE holder = 'worker-short'}),
+		't', 'worker-short\'s claims ran out while the server was down');
+	my %live = %$expected;
+	delete $live{$_} for split /,/, $short;
+	my $after = claim_map();
+	my $missing = 0;
+	for my $i (1 .. $n)
+	{
+		$missing++ unless ($after->{ $ids[ $i - 1 ] } // '') =~ /^claim-burst-$i\|/;
+	}
+	is($missing, 0, "after stop('immediate') all $n burst claims are there with their holders");
+	is_deeply($after, \%live,
+		'every unexpired claim is exactly as committed (holder, owner, token, times, attempts)');
+
+	is(claim_committed('worker-next', 10, '1 hour', "id IN ($short)"),
+		$short, 'the rows whose claim ran out while the server was down are claimable');
+	is(attempts_of('worker-next'), '2,2,2', 'with attempts + 1');
+	cmp_ok(claim_token_of('worker-next'), '>',
+		max_of(@committed_tokens[0 .. $#committed_tokens - 1]),
+		'and a token greater than every committed token before the immediate stop');
+	# rows 1-7 (part 4) and 13-35 (this part, worker-next has 33-35 now)
+	# are under live claims
+	is( claim_committed('worker-late-claim', 100, '1 hour',
+			'id <= 7 OR id BETWEEN 13 AND ' . (15 + $n)),
+		'', 'no row under a live claim is handed out after the restart');
 }
 
 $node->stop;

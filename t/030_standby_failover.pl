@@ -34,8 +34,21 @@
 #     holder, owner and token, the holder can renew and release it with that
 #     token, others cannot take it, and new tokens are greater than all old.
 #
-# Claims (issue 3) get their replication and failover checks here once they
-# exist: the helpers (locks_on, expect_read_only) take any query.
+# Claims (issue 3), on a table jobs(id int PRIMARY KEY, status):
+#  1b. Claims replicate: after claims, a partial dlock_unclaim and a
+#     dlock_renew_claims on the primary, dlock_claims on each standby is row
+#     for row what it is on the primary (table, key, holder, owner, token,
+#     claimed_at, expires_at, attempts), renewed expiry included, and the
+#     given-back claim is gone there too.
+#  2b. On a standby dlock_claim, dlock_unclaim (both forms),
+#     dlock_renew_claims, dlock_reset_claims, dlock_claimed (on a row with a
+#     live claim) and dlock_release_all of the claimer fail with 25006 and a
+#     message naming the function; dlock_claims is unchanged afterwards, and
+#     dlock_claims / dlock_dead_claims can be read there.
+#  4b. Synchronous failover: a claim taken on the primary just before it is
+#     stopped (immediate) is on the promoted standby_sync as it was; its
+#     holder completes the rows under the dlock_claimed fence there, nobody
+#     else gets any claimed row, and only unclaimed rows are handed out.
 
 use strict;
 use warnings;
@@ -88,6 +101,29 @@ sub locks_on
 	return $node->safe_psql('postgres',
 		qq{SELECT key, holder, owner, token, acquired_at, expires_at
 		     FROM dlock_locks WHERE $where ORDER BY key});
+}
+
+# all unexpired claims, one line per claim, comparable across nodes
+sub claims_on
+{
+	my ($node, $where) = @_;
+	$where //= 'true';
+	return $node->safe_psql('postgres',
+		qq{SELECT table_name, key, holder, owner, token, claimed_at, expires_at, attempts
+		     FROM dlock_claims WHERE $where ORDER BY table_name::text, key});
+}
+
+# dlock_claim on jobs in its own transaction; returns the claimed ids ("1,2")
+# and adds the claim's token to @old_tokens
+sub claim_on
+{
+	my ($node, $holder, $n, $filter) = @_;
+	my ($ids, $token) = split /\n/, $node->safe_psql('postgres', qq{
+SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '')
+  FROM dlock_claim(NULL::jobs, '$holder', $n, '1 hour', \$f\$$filter\$f\$);
+SELECT coalesce(max(token)::text, '') FROM dlock_claims WHERE holder = '$holder';}), -1;
+	push @old_tokens, $token if $ids ne '' && $node == $primary;
+	return $ids;
 }
 
 # the timeline a node writes WAL on now
@@ -158,6 +194,38 @@ is( $standby_async->safe_psql('postgres',
 	't',
 	'with the renewed expiry');
 
+# claims replicate too
+$primary->safe_psql('postgres', q{
+CREATE TABLE jobs (id int PRIMARY KEY, status int NOT NULL DEFAULT 0);
+INSERT INTO jobs SELECT generate_series(1, 10);
+});
+is(claim_on($primary, 'repl-claimer', 4, 'status = 0'), '1,2,3,4',
+	'repl-claimer claims rows 1-4 on the primary');
+is(claim_on($primary, 'repl-other', 2, 'status = 0'), '5,6',
+	'repl-other claims rows 5-6 on the primary');
+is( $primary->safe_psql('postgres',
+		q{SELECT dlock_unclaim('jobs', 'repl-other', '{6}'::int[])}),
+	'1', 'repl-other gives row 6 back on the primary');
+is( $primary->safe_psql('postgres',
+		q{SELECT dlock_renew_claims('jobs', 'repl-claimer', '2 hours')}),
+	'4', 'repl-claimer renews its claims on the primary');
+$primary->wait_for_catchup($standby_async);
+$primary->wait_for_catchup($standby_sync);
+
+my $primary_claims = claims_on($primary);
+is(scalar(split /\n/, $primary_claims), 5, 'the primary has the expected claims');
+is(claims_on($standby_async), $primary_claims,
+	'dlock_claims on standby_async equals the primary (holder, owner, token, times, attempts)');
+is(claims_on($standby_sync), $primary_claims,
+	'dlock_claims on standby_sync equals the primary');
+is(claims_on($standby_async, q{key = '6'}), '',
+	'the claim given back is gone on the standby too');
+is( $standby_async->safe_psql('postgres',
+		q{SELECT count(*) FROM dlock_claims
+		   WHERE holder = 'repl-claimer' AND expires_at - claimed_at > interval '90 minutes'}),
+	'4',
+	'the renewed claims are on the standby with the renewed expiry');
+
 # ---------------------------------------------------------------------------
 # 2. a standby is read-only for dlock; the views work
 # ---------------------------------------------------------------------------
@@ -198,6 +266,27 @@ for my $case (
 }
 is(locks_on($standby_async), $primary_locks,
 	'nothing changed on the standby after the refused calls');
+
+# claims on a standby: every writing function and the fence are refused
+for my $case (
+	[ q{SELECT * FROM dlock_claim(NULL::jobs, 'standby-worker', 1)}, 'dlock_claim()' ],
+	[ q{SELECT id FROM dlock_claim(NULL::jobs, 'repl-claimer', 10, '1 hour', 'id > 6')},
+		'dlock_claim()' ],
+	[ q{SELECT dlock_unclaim('jobs', 'repl-claimer')}, 'dlock_unclaim()' ],
+	[ q{SELECT dlock_unclaim('jobs', 'repl-claimer', '{1,2}'::int[])}, 'dlock_unclaim()' ],
+	[ q{SELECT dlock_renew_claims('jobs', 'repl-claimer')}, 'dlock_renew_claims()' ],
+	[ q{SELECT dlock_renew_claims('jobs', 'repl-claimer', '3 hours')}, 'dlock_renew_claims()' ],
+	[ q{SELECT dlock_reset_claims('jobs', '{1}'::int[])}, 'dlock_reset_claims()' ],
+	[ q{SELECT dlock_claimed('jobs', 1, 'repl-claimer')}, 'dlock_claimed()' ],
+	[ q{SELECT dlock_release_all('repl-claimer')}, 'dlock_release_all()' ],)
+{
+	expect_read_only($standby_async, @$case);
+}
+is(claims_on($standby_async), $primary_claims,
+	'no claim changed on the standby after the refused calls');
+is( $standby_async->safe_psql('postgres',
+		q{SELECT (SELECT count(*) FROM dlock_claims) || '/' || count(*) FROM dlock_dead_claims}),
+	'5/0', 'dlock_claims and dlock_dead_claims can be read on a standby');
 
 is($standby_async->safe_psql('postgres', 'SELECT count(*) FROM dlock_waiters'),
 	'0', 'dlock_waiters works on a standby');
@@ -343,6 +432,9 @@ my $sync_token = acquire_on($primary, 'sync/key', 'sync-holder', '1 hour');
 like($sync_token, qr/^\d+$/, 'acquire on the primary (synchronous commit)');
 push @old_tokens, $sync_token;
 my $sync_lease = locks_on($primary, q{key = 'sync/key'});
+is(claim_on($primary, 'sync-claimer', 2, 'id IN (7, 8)'), '7,8',
+	'claim of rows 7-8 on the primary (synchronous commit)');
+my $sync_claims = claims_on($primary, q{holder = 'sync-claimer'});
 # all tokens the primary issued, also those standby_sync has seen
 $old_max = max_of(@old_tokens);
 
@@ -377,6 +469,20 @@ is( $standby_sync->safe_psql('postgres',
 my $t_again = acquire_on($standby_sync, 'sync/key', 'other-holder');
 cmp_ok($t_again, '>', $sync_token,
 	'the next holder of sync/key gets a greater token');
+
+is(claims_on($standby_sync, q{holder = 'sync-claimer'}), $sync_claims,
+	'the claim taken just before the failover is on the new primary (token, times, attempts)');
+is( $standby_sync->safe_psql('postgres', q{
+WITH u AS (UPDATE jobs SET status = 1
+            WHERE id IN (7, 8) AND dlock_claimed('jobs', id, 'sync-claimer')
+           RETURNING id)
+SELECT string_agg(id::text, ',' ORDER BY id) FROM u}),
+	'7,8', 'its holder completes the rows under the fence on the new primary');
+is(claim_on($standby_sync, 'sync-other', 100, 'true'), '6,9,10',
+	'another worker on the new primary gets only the rows nobody had claimed');
+is( $standby_sync->safe_psql('postgres',
+		q{SELECT dlock_unclaim('jobs', 'sync-claimer')}),
+	'2', 'the holder gives its claims back on the new primary');
 
 $standby_async->stop;
 $standby_sync->stop;

@@ -30,9 +30,15 @@
 # Skipped (plan skip_all) only when pgbouncer is not installed; the project's
 # scripts/test.sh installs it.
 #
-# Claims (issue 3) get the same treatment here once they exist: claim in one
-# transaction, complete/renew in later ones on another server connection,
-# using the same clients and the same "occupier" pattern.
+#  4. Claims (issue 3) likewise: client A claims rows with dlock_claim in one
+#     transaction; while client B keeps that server connection busy in an
+#     open transaction, A's later transactions run on the other server
+#     connection (pids recorded in the same transaction as the work and
+#     compared) and all work there: dlock_renew_claims, a completion fenced
+#     by dlock_claimed, dlock_unclaim.  A contender through the pooler gets
+#     only the other rows while A's claims are live, its fenced completion
+#     of A's rows completes nothing, A's own completion after giving the
+#     claims back completes nothing, and the rows are claimable again.
 
 use strict;
 use warnings;
@@ -384,6 +390,118 @@ COMMIT;});
 		'the lease of the client that left runs out and the key is taken over');
 	cmp_ok($tok2, '>', $tok, 'with a greater token');
 	$c->quit;
+}
+
+# ---------------------------------------------------------------------------
+# 4. claims: claim, then renew / fenced completion / unclaim on another
+#    server connection
+# ---------------------------------------------------------------------------
+{
+	$node->safe_psql('postgres', q{
+CREATE TABLE jobs (id int PRIMARY KEY, status int NOT NULL DEFAULT 0, done_by text);
+INSERT INTO jobs (id) SELECT generate_series(1, 6);
+});
+	my $a = client('CA');
+	my $b = client('CB');
+	my $c = client('CC');
+
+	# every transaction below is BEGIN ... COMMIT, so that its pid is the
+	# pid of the server connection that did the work
+	my ($pid_claim, $ids) = $a->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+SELECT string_agg(id::text, ',' ORDER BY id)
+  FROM dlock_claim(NULL::jobs, 'worker-A', 3, '1 min', 'status = 0');
+COMMIT;});
+	is($ids, '1,2,3', 'A claims rows 1-3 through pgbouncer');
+
+	my $pid_b = $b->query('BEGIN; SELECT pg_backend_pid()');
+	is($pid_b, $pid_claim,
+		'B, in an open transaction, holds the server connection of A\'s claim');
+
+	my ($pid_renew, $renewed) = $a->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+SELECT dlock_renew_claims('jobs', 'worker-A', '2 min');
+COMMIT;});
+	isnt($pid_renew, $pid_claim, 'A\'s dlock_renew_claims runs on another server connection');
+	is($renewed, '3', 'and renews its 3 claims there');
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_claims WHERE holder = 'worker-A'
+			    AND expires_at - clock_timestamp() > interval '90 s'}),
+		'3', 'the renewed claims run 2 minutes');
+
+	my ($pid_c, $c_ids) = $c->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+SELECT string_agg(id::text, ',' ORDER BY id)
+  FROM dlock_claim(NULL::jobs, 'worker-C', 10, '1 min');
+COMMIT;});
+	is($c_ids, '4,5,6', 'C, claiming through the pooler, gets only the rows A has not claimed');
+	my (undef, $c_steal) = $c->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+WITH u AS (UPDATE jobs SET status = 1, done_by = 'C'
+            WHERE id IN (1, 2, 3) AND dlock_claimed('jobs', id, 'worker-C')
+           RETURNING id)
+SELECT count(*) FROM u;
+COMMIT;});
+	is($c_steal, '0', 'C\'s fenced completion of A\'s rows completes nothing');
+
+	my ($pid_done, $done) = $a->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+WITH u AS (UPDATE jobs SET status = 1, done_by = 'A'
+            WHERE id IN (1, 2, 3) AND dlock_claimed('jobs', id, 'worker-A')
+           RETURNING id)
+SELECT string_agg(id::text, ',' ORDER BY id) FROM u;
+COMMIT;});
+	isnt($pid_done, $pid_claim,
+		'A\'s completion fenced by dlock_claimed runs on another server connection');
+	is($done, '1,2,3', 'and completes its 3 rows there');
+
+	my ($pid_unclaim, $unclaimed) = $a->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+SELECT dlock_unclaim('jobs', 'worker-A');
+COMMIT;});
+	isnt($pid_unclaim, $pid_claim, 'A\'s dlock_unclaim runs on another server connection');
+	is($unclaimed, '3', 'and gives its 3 claims back there');
+
+	note "server pids: claim $pid_claim, renew $pid_renew, completion $pid_done, unclaim $pid_unclaim";
+	$b->query('COMMIT');
+
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_claims WHERE holder = 'worker-A'}),
+		'0', 'A has no claims left');
+	my (undef, $late) = $a->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+WITH u AS (UPDATE jobs SET status = 2, done_by = 'A-late'
+            WHERE id IN (1, 2, 3) AND dlock_claimed('jobs', id, 'worker-A')
+           RETURNING id)
+SELECT count(*) FROM u;
+COMMIT;});
+	is($late, '0', 'after dlock_unclaim, A\'s fenced completion completes nothing');
+
+	my (undef, $again) = $c->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+SELECT string_agg(id::text, ',' ORDER BY id)
+  FROM dlock_claim(NULL::jobs, 'worker-C', 10, '1 min');
+COMMIT;});
+	is($again, '1,2,3', 'the rows A gave back are claimable again');
+	my (undef, $c_unclaimed) =
+	  $c->txn(q{SELECT pg_backend_pid(); SELECT dlock_unclaim('jobs', 'worker-C')});
+	is($c_unclaimed, '6', 'C gives its claims back');
+
+	is( $node->safe_psql('postgres',
+			q{SELECT string_agg(id || ':' || status || ':' || coalesce(done_by, '-'), ',' ORDER BY id)
+			    FROM jobs}),
+		'1:1:A,2:1:A,3:1:A,4:0:-,5:0:-,6:0:-',
+		'exactly A\'s fenced completion reached the table');
+
+	$_->quit for ($a, $b, $c);
 }
 
 $bouncer->kill_kill;

@@ -25,8 +25,15 @@
 #     the restored database (validate with a fresh token passes, an old token
 #     from the source fails).
 #
-# Claims (issue 3) get their dump checks here once they exist (claim rows are
-# leases: not dumped; the claimed user table is).
+#  5. Claims (issue 3) are not dumped either: the source has live claims on
+#     a user table jobs (one row completed under the dlock_claimed fence) and
+#     expired claims whose attempt counts dlock.claim keeps.  The dump has no
+#     data entry for dlock.claim (its rows name the claimed table by oid,
+#     which a restore changes anyway); after each restore jobs comes back
+#     with all its rows and the completed status, dlock_claims and
+#     dlock.claim are empty, the source's holder does not pass the fence, and
+#     every row is claimable again with attempts = 1 and a token greater
+#     than every token issued in the source before the dump.
 
 use strict;
 use warnings;
@@ -86,6 +93,34 @@ RETURNING token}),
 	'source: a fenced write by someone else writes nothing');
 is($node->safe_psql('src', 'SELECT count(*) FROM dlock_locks'),
 	'5', 'source: five live leases before the dump');
+
+# claims on a user table: rows 1-4 claimed for an hour by src-worker (row 1
+# completed under the fence), rows 5-6 claimed for 100 ms, expired (their
+# rows stay in dlock.claim for their attempt counts)
+$node->safe_psql('src', q{
+CREATE TABLE jobs (id int PRIMARY KEY, status int NOT NULL DEFAULT 0, payload text);
+INSERT INTO jobs SELECT g, 0, 'job ' || g FROM generate_series(1, 10) g;
+});
+is( $node->safe_psql('src',
+		q{SELECT string_agg(id::text, ',' ORDER BY id)
+		    FROM dlock_claim(NULL::jobs, 'src-worker', 4, '1 hour', 'status = 0')}),
+	'1,2,3,4', 'source: src-worker claims rows 1-4');
+is( $node->safe_psql('src',
+		q{SELECT string_agg(id::text, ',' ORDER BY id)
+		    FROM dlock_claim(NULL::jobs, 'src-short', 2, '100 ms', 'id IN (5, 6)')}),
+	'5,6', 'source: src-short claims rows 5-6 for 100 ms');
+push @tokens, split /\n/, $node->safe_psql('src',
+	q{SELECT DISTINCT token FROM dlock.claim});
+is( $node->safe_psql('src', q{
+UPDATE jobs SET status = 1 WHERE id = 1 AND dlock_claimed('jobs', id, 'src-worker')
+RETURNING id}),
+	'1', 'source: src-worker completes row 1 under the fence');
+$node->poll_query_until('src',
+	q{SELECT count(*) = 0 FROM dlock_claims WHERE holder = 'src-short'})
+  or die 'the 100 ms claims did not expire';
+is( $node->safe_psql('src',
+		q{SELECT (SELECT count(*) FROM dlock_claims) || '/' || count(*) FROM dlock.claim}),
+	'4/6', 'source: 4 live claims, 6 claim rows (2 expired) before the dump');
 my $max_before = max_of(@tokens);
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
@@ -114,6 +149,9 @@ like($out, qr/SEQUENCE SET dlock token_seq\b/,
 unlike($out, qr/TABLE DATA dlock lease\b/,
 	'the dump has no data of dlock.lease: leases are not dumped');
 like($out, qr/TABLE DATA public guarded\b/, 'the dump has the guarded table\'s data');
+unlike($out, qr/TABLE DATA dlock claim\b/,
+	'the dump has no data of dlock.claim: claims are not dumped');
+like($out, qr/TABLE DATA public jobs\b/, 'the dump has the claimed table\'s data');
 
 # the source goes on issuing tokens after the dump: they are not in it, and
 # that is fine (a restored database is a copy of the state at dump time); only
@@ -165,6 +203,29 @@ RETURNING token}),
 		"$what: a fenced write with the new token commits");
 	is( $n->safe_psql($db, qq{SELECT dlock_release('dump/1', 'new-holder', $t1)}),
 		't', "$what: release works");
+
+	# claims
+	is( $n->safe_psql($db,
+			q{SELECT string_agg(id || ':' || status, ',' ORDER BY id) FROM jobs}),
+		'1:1,2:0,3:0,4:0,5:0,6:0,7:0,8:0,9:0,10:0',
+		"$what: the claimed table is restored with all its rows and the completed status");
+	is( $n->safe_psql($db,
+			q{SELECT (SELECT count(*) FROM dlock_claims) || '/' || count(*) FROM dlock.claim}),
+		'0/0', "$what: dlock_claims and dlock.claim are empty (claims are not restored)");
+	is($n->safe_psql($db, q{SELECT dlock_claimed('jobs', 2, 'src-worker')}),
+		'f', "$what: the source's claim does not pass the fence");
+	is( $n->safe_psql($db,
+			q{SELECT string_agg(id::text, ',' ORDER BY id)
+			    FROM dlock_claim(NULL::jobs, 'new-worker', 100, '1 hour')}),
+		'1,2,3,4,5,6,7,8,9,10', "$what: every row is claimable again");
+	is( $n->safe_psql($db,
+			q{SELECT count(*) || '|' || bool_and(attempts = 1) || '|' || count(DISTINCT token)
+			    FROM dlock_claims WHERE holder = 'new-worker'}),
+		'10|true|1', "$what: all 10 claimed once (attempts = 1), with one token");
+	cmp_ok($n->safe_psql($db, q{SELECT max(token) FROM dlock_claims}),
+		'>', $t2, "$what: the claim's token is greater than the tokens before it");
+	is($n->safe_psql($db, q{SELECT dlock_unclaim('jobs', 'new-worker')}),
+		'10', "$what: unclaim works");
 	return;
 }
 
@@ -199,6 +260,11 @@ ok($ok, 'the plain dump restores with psql -v ON_ERROR_STOP=1');
 is($err, '', 'the plain restore prints no error or warning');
 is($node2->safe_psql('dst3', 'SELECT count(*) FROM dlock_locks'),
 	'0', 'plain restore: dlock_locks is empty');
+unlike(slurp_file("$tmp/src.sql"), qr/COPY dlock\.claim\b/,
+	'the plain dump has no COPY of dlock.claim');
+is( $node2->safe_psql('dst3',
+		q{SELECT (SELECT count(*) FROM jobs) || '/' || (SELECT count(*) FROM dlock.claim)}),
+	'10/0', 'plain restore: jobs has its 10 rows, dlock.claim is empty');
 cmp_ok($node2->safe_psql('dst3', q{SELECT dlock_acquire('x', 'h')}),
 	'>', $after_dump,
 	'plain restore: the first token is greater than every token issued before that dump');
