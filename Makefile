@@ -26,7 +26,8 @@ OBJS = \
 	src/claim_manage.o \
 	src/claim_query.o \
 	src/claim_target.o \
-	src/claim_funcs.o
+	src/claim_funcs.o \
+	src/views.o
 
 DATA = dlock--0.1.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"

@@ -94,16 +94,20 @@ REVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;
 COMMENT ON FUNCTION dlock_cleanup(interval) IS
 'for operators: delete rows of keys free or expired for longer than idle (NULL: dlock.idle_key_lifetime)';
 
-CREATE VIEW dlock_locks AS
-    SELECT l.key,
-           l.holder,
-           l.owner::pg_catalog.regrole AS owner,
-           l.token,
-           l.acquired_at,
-           l.expires_at
-      FROM dlock.lease l
-     WHERE l.holder IS NOT NULL
-       AND l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+CREATE FUNCTION dlock_locks(OUT key text, OUT holder text,
+                            OUT owner pg_catalog.regrole, OUT token bigint,
+                            OUT acquired_at timestamptz,
+                            OUT expires_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_locks_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_locks() IS
+'unexpired leases at the latest committed state (the rows of the dlock_locks view)';
+
+-- read through a function so that the view shows the latest committed
+-- state, as dlock's decisions do, also inside REPEATABLE READ transactions
+CREATE VIEW dlock_locks AS SELECT * FROM dlock_locks();
 GRANT SELECT ON dlock_locks TO PUBLIC;
 COMMENT ON VIEW dlock_locks IS 'one row per unexpired lease';
 
@@ -183,18 +187,18 @@ REVOKE EXECUTE ON FUNCTION dlock_reset_claims(regclass, anyarray) FROM PUBLIC;
 COMMENT ON FUNCTION dlock_reset_claims(regclass, anyarray) IS
 'for operators: forget the claims, attempt counts and poison marks of these rows';
 
-CREATE VIEW dlock_claims AS
-    SELECT c.relid::pg_catalog.regclass AS table_name,
-           c.key,
-           c.holder,
-           c.owner::pg_catalog.regrole AS owner,
-           c.token,
-           c.claimed_at,
-           c.expires_at,
-           c.attempts
-      FROM dlock.claim c
-     WHERE c.holder IS NOT NULL
-       AND c.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+CREATE FUNCTION dlock_claims(OUT table_name pg_catalog.regclass, OUT key text,
+                             OUT holder text, OUT owner pg_catalog.regrole,
+                             OUT token bigint, OUT claimed_at timestamptz,
+                             OUT expires_at timestamptz, OUT attempts integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_claims_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claims() IS
+'unexpired claims at the latest committed state (the rows of the dlock_claims view)';
+
+CREATE VIEW dlock_claims AS SELECT * FROM dlock_claims();
 GRANT SELECT ON dlock_claims TO PUBLIC;
 COMMENT ON VIEW dlock_claims IS 'one row per unexpired claim';
 

@@ -130,6 +130,7 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 	if (req.order_by)
 		dlock_check_order_by(req.order_by);
 	PreventCommandDuringRecovery("dlock_claim()");
+	PreventCommandIfReadOnly("dlock_claim()");
 
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_claim_rows(&req, rsinfo->setResult, rsinfo->setDesc);
@@ -162,6 +163,7 @@ dlock_claimed_sql(PG_FUNCTION_ARGS)
 	holder = dlock_arg_holder(fcinfo, 2);
 	/* a standby cannot hold off a takeover on the primary: no fence there */
 	PreventCommandDuringRecovery("dlock_claimed()");
+	PreventCommandIfReadOnly("dlock_claimed()");
 	PG_RETURN_BOOL(dlock_claim_check(t, key, holder));
 }
 
@@ -184,6 +186,7 @@ dlock_unclaim_sql(PG_FUNCTION_ARGS)
 	if (PG_NARGS() > 2)
 		keys = arg_keys(fcinfo, 2, t, &nkeys);
 	PreventCommandDuringRecovery("dlock_unclaim()");
+	PreventCommandIfReadOnly("dlock_unclaim()");
 	PG_RETURN_INT64(dlock_claim_unclaim(t, holder, keys, nkeys));
 }
 
@@ -203,6 +206,7 @@ dlock_renew_claims_sql(PG_FUNCTION_ARGS)
 	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, true);
 
 	PreventCommandDuringRecovery("dlock_renew_claims()");
+	PreventCommandIfReadOnly("dlock_renew_claims()");
 	PG_RETURN_INT64(dlock_claim_renew(t, holder, ttl_us));
 }
 
@@ -222,5 +226,6 @@ dlock_reset_claims_sql(PG_FUNCTION_ARGS)
 	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys);
 
 	PreventCommandDuringRecovery("dlock_reset_claims()");
+	PreventCommandIfReadOnly("dlock_reset_claims()");
 	PG_RETURN_INT64(dlock_claim_reset(t, keys, nkeys));
 }

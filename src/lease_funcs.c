@@ -22,11 +22,12 @@
 #include "dlock.h"
 #include "shmem.h"
 
-/* writing functions are refused on a standby, with a clear error */
+/* writing functions are refused on a standby and in read-only transactions */
 static void
 writes_allowed(const char *fn)
 {
 	PreventCommandDuringRecovery(fn);
+	PreventCommandIfReadOnly(fn);
 }
 
 /*
