@@ -13,6 +13,7 @@ OBJS = \
 	src/dlock.o \
 	src/args.o \
 	src/keylock.o \
+	src/keys.o \
 	src/lease.o \
 	src/lease_funcs.o \
 	src/token.o \

@@ -45,11 +45,6 @@ extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
 extern int	dlock_claim_io_begin(const ClaimTarget *t, Oid other_type);
 extern void dlock_claim_io_end(int nestlevel);
 
-extern Datum dlock_text_array(text **keys, int n);
-extern int	dlock_text_cmp(const void *a, const void *b);
-extern int	dlock_sort_unique_keys(text **keys, int n);
-extern text **dlock_copy_key_column(uint64 n);
-
 /* claim_query.c */
 extern void dlock_check_filter(const char *filter);
 extern void dlock_check_order_by(const char *order_by);

@@ -270,15 +270,7 @@ dlock_claim_release_all(text *holder)
 						  2, types);
 	nrows = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
 	keys = dlock_copy_key_column(nrows);
-	relids = palloc(sizeof(Oid) * Max(nrows, 1));
-	for (uint64 i = 0; i < nrows; i++)
-	{
-		bool		isnull;
-
-		relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-												   SPI_tuptable->tupdesc, 2,
-												   &isnull));
-	}
+	relids = dlock_copy_oid_column(nrows, 2);
 	/* one table at a time, keys in order */
 	for (uint64 i = 1; i <= nrows; i++)
 	{
@@ -326,15 +318,7 @@ dlock_claim_maybe_cleanup(void)
 						 1, types);
 	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
 	keys = dlock_copy_key_column(n);
-	relids = palloc(sizeof(Oid) * Max(n, 1));
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-												   SPI_tuptable->tupdesc, 2,
-												   &isnull));
-	}
+	relids = dlock_copy_oid_column(n, 2);
 
 	types[0] = OIDOID;
 	types[1] = TEXTOID;

@@ -83,6 +83,13 @@ extern struct _SPI_plan *dlock_spi_plan(DlockQuery q, const char *sql,
 extern uint64 dlock_spi_run(struct _SPI_plan *plan, Datum *values,
 							const char *nulls, long tcount, int expect_rc);
 
+/* ---- keys.c: lists of key texts ---- */
+extern Datum dlock_text_array(text **keys, int n);
+extern int	dlock_text_cmp(const void *a, const void *b);
+extern int	dlock_sort_unique_keys(text **keys, int n);
+extern text **dlock_copy_key_column(uint64 n);
+extern Oid *dlock_copy_oid_column(uint64 n, int col);
+
 /* ---- keylock.c: per-key heavyweight locks in the lock manager ---- */
 
 /* lock classes; they keep leases and claims apart in the lock table */

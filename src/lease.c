@@ -391,15 +391,7 @@ dlock_lease_release_all(text *holder)
 						  " ORDER BY key",
 						  2, types);
 	n = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	keys = palloc(sizeof(text *) * Max(n, 1));
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		keys[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
-												  SPI_tuptable->tupdesc, 1,
-												  &isnull));
-	}
+	keys = dlock_copy_key_column(n);
 
 	/* in key order, so that two release_all calls cannot deadlock */
 	for (uint64 i = 0; i < n; i++)
@@ -473,15 +465,7 @@ dlock_lease_cleanup_locked(int64 idle_us, int limit)
 						 " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
 						 2, types);
 	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
-	keys = palloc(sizeof(text *) * Max(n, 1));
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		keys[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
-												  SPI_tuptable->tupdesc, 1,
-												  &isnull));
-	}
+	keys = dlock_copy_key_column(n);
 
 	types[1] = TEXTOID;
 	del = dlock_spi_plan(Q_LEASE_DELETE_IDLE,
