@@ -33,8 +33,8 @@
 #             SKIP LOCKED); completion: UPDATE ... SET status = 1 WHERE taken_by = me
 #
 # Rate = rows with status = 1 after the run / DURATION.  Before every run the
-# table is reset (status = 0, claims forgotten), vacuumed, and a CHECKPOINT is
-# taken.  Runs are INTERLEAVED (for each round: for each worker count: dlock,
+# table is reset (status = 0, claims forgotten), it and both claims tables are
+# vacuumed (the next run claims the same ids again), and a CHECKPOINT is taken.  Runs are INTERLEAVED (for each round: for each worker count: dlock,
 # hand, intable) and the table shows the median over the rounds.
 #
 # Extra sections (SECTIONS):
@@ -253,7 +253,9 @@ reset_table() {
            COMMIT;
          END LOOP; END \$\$"
     q "DELETE FROM side_claim"
-    q "VACUUM $t"
+    # the next run claims the same ids again: vacuum the claims tables too,
+    # or it would wade through the dead claim rows of the earlier runs
+    q "VACUUM $t, side_claim, dlock.claim"
     q "CHECKPOINT"
 }
 
