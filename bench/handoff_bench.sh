@@ -82,6 +82,15 @@ set_traps
 
 log() { printf '==> %s\n' "$*" >&2; }
 
+# which dlock is measured: the checkout's commit, "+dirty" if src/ or the
+# install script differ from it (only meaningful with BUILD=1)
+REVISION=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ "$REVISION" != unknown ] &&
+        ! git -C "$REPO" diff --quiet HEAD -- src Makefile 'dlock--*.sql' 2>/dev/null; then
+    REVISION+="+dirty"
+fi
+[ "$BUILD" = 1 ] || REVISION="the installed build (BUILD=0; checkout at $REVISION)"
+
 dlock_ensure_packages
 if [ "$BUILD" = 1 ]; then
     dlock_build_install "$REPO"
@@ -161,6 +170,7 @@ STATS_AFTER=$(dlock_psql -Atc "SELECT handoffs FROM dlock_stats()")
 
 echo
 echo "dlock hand-off benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(dlock_psql -Atc 'SHOW server_version')"
+echo "dlock: $REVISION"
 echo "$HANDOFFS hand-offs per variant, interleaved; fsync on, synchronous_commit on, shared_preload_libraries = 'dlock'"
 echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; ${ELAPSED}s of runs"
 echo "dlock_stats().handoffs grew by $(( STATS_AFTER - STATS_BEFORE ))"

@@ -97,6 +97,15 @@ set_traps
 
 log() { printf '==> %s\n' "$*" >&2; }
 
+# which dlock is measured: the checkout's commit, "+dirty" if src/ or the
+# install script differ from it (only meaningful with BUILD=1)
+REVISION=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ "$REVISION" != unknown ] &&
+        ! git -C "$REPO" diff --quiet HEAD -- src Makefile 'dlock--*.sql' 2>/dev/null; then
+    REVISION+="+dirty"
+fi
+[ "$BUILD" = 1 ] || REVISION="the installed build (BUILD=0; checkout at $REVISION)"
+
 dlock_ensure_packages
 if [ "$BUILD" = 1 ]; then
     dlock_build_install "$REPO"
@@ -200,20 +209,45 @@ done
 
 # ---------------------------------------------------------------- runs
 RAW=$WORK/raw.tsv
-printf 'section\tvariant\tclients\tround\ttps\txacts\twal_syncs_per_xact\tcheck\n' >"$RAW"
+printf 'section\tvariant\tclients\tround\ttps\txacts\twal_syncs_per_xact\tcheck\tcpu_us_per_xact\n' >"$RAW"
 
 stats_of() { # cluster -> "acquired contended"
     bpsql "$1" -F ' ' -c "SELECT acquired, contended FROM dlock_stats()"
 }
 
+# CPU used by the cluster's backends, measured on the postmaster: when a
+# backend exits, the postmaster reaps it and the kernel adds the backend's
+# user+system time to the postmaster's cutime+cstime (/proc/PID/stat fields
+# 16 and 17). Much less sensitive to other load on the machine than tps.
+TICKS=$(getconf CLK_TCK)
+postmaster_pid() { head -n 1 "$WORK/$1/data/postmaster.pid"; }
+children_cpu_ticks() { # CLUSTER -> ticks
+    local st
+    st=$(cat "/proc/$(postmaster_pid "$1")/stat")
+    st=${st##*) }
+    awk '{print $14 + $15}' <<<"$st"
+}
+settle_children() { # CLUSTER MAX -> waits (up to 5 s) until the postmaster has
+    local pm n i             # at most MAX children and no more change; prints the count
+    pm=$(postmaster_pid "$1")
+    for i in $(seq 1 50); do
+        n=$(pgrep -c -P "$pm" || true)
+        [ "$n" -le "$2" ] && [ "$i" -gt 2 ] && break
+        sleep 0.1
+    done
+    echo "$n"
+}
+
 run_one() { # SECTION VARIANT CLIENTS ROUND
     local section=$1 variant=$2 clients=$3 round=$4
-    local cluster=main jobs out tps xacts failed syncs check="" before after
+    local cluster=main jobs out tps xacts failed syncs check="" before after nkids cpu0 cpu1 cpu_us
     [ "$variant" = dlock_nopre ] && cluster=nopre
     local h="HOST_$cluster" p="PORT_$cluster"
     jobs=$(( clients < 2 ? clients : 2 ))
     if [ "$cluster" = main ] && [ "$variant" = dlock ]; then before=$(stats_of main); fi
     bpsql "$cluster" -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
+    nkids=$(settle_children "$cluster" 99999)
+    cpu0=$(children_cpu_ticks "$cluster")
     if ! out=$(pgbench -n -M prepared -T "$DURATION" -c "$clients" -j "$jobs" \
             -h "${!h}" -p "${!p}" -U postgres -f "$WORK/sql/${section}_${variant}.sql" postgres 2>&1); then
         echo "$out" >&2
@@ -225,6 +259,9 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
     failed=$(awk '/^number of failed transactions:/{print $5; exit}' <<<"$out")
     [ -n "$tps" ] || { echo "$out" >&2; echo "could not parse pgbench output" >&2; exit 1; }
     [ "${failed:-0}" = 0 ] || check="pgbench-failed=$failed"
+    settle_children "$cluster" "$nkids" >/dev/null
+    cpu1=$(children_cpu_ticks "$cluster")
+    cpu_us=$(( (cpu1 - cpu0) * 1000000 / TICKS / (xacts > 0 ? xacts : 1) ))
     # backends flush their WAL statistics when they exit: give them a moment
     sleep 0.3
     syncs=$(bpsql "$cluster" -c "SELECT round(wal_sync::numeric / greatest($xacts, 1), 3) FROM pg_stat_wal")
@@ -242,10 +279,10 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
     fi
     [ -n "$check" ] || check=ok
     [ "$round" = 0 ] && return 0     # warm-up run: not recorded
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$section" "$variant" "$clients" "$round" \
-        "$tps" "$xacts" "$syncs" "$check" >>"$RAW"
-    printf '    %-9s %-12s %2s clients  round %s: %10.1f tps  (%s WAL syncs/xact) %s\n' \
-        "$section" "$variant" "$clients" "$round" "$tps" "$syncs" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$section" "$variant" "$clients" "$round" \
+        "$tps" "$xacts" "$syncs" "$check" "$cpu_us" >>"$RAW"
+    printf '    %-9s %-12s %2s clients  round %s: %10.1f tps  (%s WAL syncs/xact, %s us backend CPU/xact) %s\n' \
+        "$section" "$variant" "$clients" "$round" "$tps" "$syncs" "$cpu_us" \
         "$([ "$check" = ok ] || echo "CHECK: $check")" >&2
 }
 
@@ -281,16 +318,17 @@ hot=$(bpsql main -c "SELECT (SELECT holder FROM dlock_locks WHERE key = 'hot') |
 # ---------------------------------------------------------------- report
 echo
 echo "dlock lease benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(psql -X -A -t -h "$HOST_main" -p "$PORT_main" -U postgres -d postgres -c 'SHOW server_version')"
+echo "dlock: $REVISION"
 echo "pgbench -M prepared, ${DURATION}s per run, $ROUNDS interleaved rounds, median tps shown;"
 echo "fsync on, synchronous_commit on; load average before: $LOAD_BEFORE, after: $LOAD_AFTER; ${ELAPSED}s of runs"
 perl -e '
     use strict;
-    my (%tps, %sync, %bad);
+    my (%tps, %sync, %cpu, %bad);
     open my $f, "<", $ARGV[0] or die;
     <$f>;
     while (<$f>) {
-        chomp; my ($s, $v, $c, $r, $t, $x, $w, $chk) = split /\t/;
-        push @{$tps{$s}{$v}{$c}}, $t; push @{$sync{$s}{$v}{$c}}, $w;
+        chomp; my ($s, $v, $c, $r, $t, $x, $w, $chk, $u) = split /\t/;
+        push @{$tps{$s}{$v}{$c}}, $t; push @{$sync{$s}{$v}{$c}}, $w; push @{$cpu{$s}{$v}{$c}}, $u;
         $bad{"$s $v $c"} = $chk if $chk ne "ok";
     }
     sub med { my @a = sort { $a <=> $b } @_; return undef unless @a;
@@ -323,6 +361,16 @@ perl -e '
                 push @verdicts, sprintf("preload   %2s clients: with preload %+.1f%% vs without, target >= -5%%: %s",
                     $c, $chg, $chg >= -5 ? "MET" : "NOT MET");
             }
+        }
+        print "backend CPU per pgbench transaction, microseconds (median):\n";
+        printf "%-8s %10s %10s %10s %12s%s\n", "clients", "dlock", "hand", "advisory", "dlock/hand",
+            $pre ? sprintf(" %12s", "dlock_nopre") : "";
+        for my $c (@clients) {
+            my ($d, $h, $a, $n) = map { $cpu{$s}{$_}{$c} ? med(@{$cpu{$s}{$_}{$c}}) : undef }
+                                   qw(dlock hand advisory dlock_nopre);
+            next unless defined $d || defined $h || defined $a;
+            printf "%-8s %10s %10s %10s %12s%s\n", $c, fmt($d), fmt($h), fmt($a), rat($d, $h),
+                $pre ? sprintf(" %12s", fmt($n)) : "";
         }
         print "WAL syncs per pgbench transaction (median): ";
         print join("; ", map { my $c = $_; "$c cl: " . join(" ", map { $t->{$_}{$c} ? "$_ " . med(@{$sync{$s}{$_}{$c}}) : () }
