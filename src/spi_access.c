@@ -71,7 +71,11 @@ dlock_schema_owner(void)
  *  - enable_seqscan = off: dlock's tables are read by key through their
  *    primary keys, and a plan made while a table was small (or analysed
  *    while empty) must not turn every lookup into a scan of the whole
- *    table once it has grown.  Sweeps that have no index still scan.
+ *    table once it has grown.  Sweeps that have no index still scan;
+ *  - enable_bitmapscan = off: plain index scans mark index entries of dead
+ *    rows (claims given back) as dead the first time they meet them, so
+ *    later lookups skip them; bitmap scans never do, and would visit every
+ *    dead claim row again on every call until vacuum.
  */
 static int
 pin_internal_settings(void)
@@ -82,6 +86,9 @@ pin_internal_settings(void)
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 	(void) set_config_option("enable_seqscan", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	(void) set_config_option("enable_bitmapscan", "off",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 	return nestlevel;
