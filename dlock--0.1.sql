@@ -127,6 +127,10 @@ CREATE TABLE dlock.claim (
     poisoned_at timestamptz,        -- set when max_attempts was reached
     PRIMARY KEY (relid, key)
 ) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.05);
+-- live claims of a table are found through this index, so that a claim
+-- reads the live claims, not every claim row kept for its attempts
+CREATE INDEX claim_live ON dlock.claim (relid, expires_at);
+CREATE INDEX claim_poisoned ON dlock.claim (relid) WHERE poisoned_at IS NOT NULL;
 REVOKE ALL ON dlock.claim FROM PUBLIC;
 COMMENT ON TABLE dlock.claim IS 'one row per claimed row of a user table, kept after expiry for its attempt count';
 

@@ -17,8 +17,9 @@
  *	   latest committed state: a claim that committed after the query's
  *	   snapshot was taken is seen here, and its row is dropped (the
  *	   snapshot race of SKIP LOCKED claims with an anti-join);
- *	4. writes the claims in one conditional upsert (only where the claim is
- *	   free or expired) and returns exactly the rows it wrote.
+ *	4. writes the claims (an insert for rows never claimed, a conditional
+ *	   update, only where the claim is free or expired, for the others) and
+ *	   returns exactly the rows it wrote.
  * A claimer never waits for another claimer, so claimers cannot deadlock
  * with each other; it never waits for a transaction completing claimed
  * work either (SKIP LOCKED, conditional key locks).
@@ -54,6 +55,7 @@ typedef struct Candidate
 	Datum		row;			/* whole-row datum from the user's table */
 	bool		locked;			/* we took its key lock */
 	bool		claimable;
+	bool		has_row;		/* a claim row exists (expired or given back) */
 	bool		claimed;
 } Candidate;
 
@@ -98,9 +100,10 @@ excluded_keys(Oid relid, TimestampTz now, int *n)
 
 	plan = dlock_spi_plan(Q_CLAIM_LIVE_KEYS,
 						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1"
-						  "   AND (expires_at OPERATOR(pg_catalog.>) $2"
-						  "        OR poisoned_at IS NOT NULL)",
+						  " WHERE relid" EQ "$1 AND expires_at OPERATOR(pg_catalog.>) $2"
+						  " UNION ALL "
+						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND poisoned_at IS NOT NULL",
 						  2, types);
 	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
 	return dlock_copy_key_column(*n);
@@ -180,6 +183,7 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 
 		if (i < 0)
 			continue;
+		c[i].has_row = true;
 		if (live || poisoned)
 			c[i].claimable = false;
 		else if (req->max_attempts > 0 && attempts >= req->max_attempts)
@@ -204,54 +208,13 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 	}
 }
 
-/*
- * Write the claims of the claimable candidates; only where the claim is
- * still free or expired.  Marks the candidates actually claimed.
- */
+/* mark the candidates named in the first column of SPI_tuptable claimed */
 static int
-write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
-			 Oid role, int64 token, TimestampTz now, int64 *redelivered)
+mark_claimed(Candidate *c, int *order, int n, int64 *redelivered)
 {
-	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
-	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[8];
-	text	  **keys = palloc(sizeof(text *) * Max(n, 1));
-	int			nkeys = 0;
-	SPIPlanPtr	plan;
-	uint64		nrows;
 	int			claimed = 0;
 
-	for (int i = 0; i < n; i++)
-		if (c[i].claimable)
-			keys[nkeys++] = c[i].key;
-	if (nkeys == 0)
-		return 0;
-
-	values[0] = ObjectIdGetDatum(req->target->relid);
-	values[1] = dlock_text_array(keys, nkeys);
-	values[2] = PointerGetDatum(req->holder);
-	values[3] = ObjectIdGetDatum(role);
-	values[4] = Int64GetDatum(token);
-	values[5] = Int64GetDatum(req->ttl_us);
-	values[6] = TimestampTzGetDatum(now);
-	values[7] = TimestampTzGetDatum(now + req->ttl_us);
-	plan = dlock_spi_plan(Q_CLAIM_UPSERT,
-						  "INSERT INTO " DLOCK_SCHEMA ".claim AS c"
-						  " (relid, key, holder, owner, token, ttl_us, claimed_at, expires_at, attempts)"
-						  " SELECT $1, k, $3, $4, $5, $6, $7, $8, 1"
-						  "   FROM pg_catalog.unnest($2) AS u(k)"
-						  " ON CONFLICT (relid, key) DO UPDATE"
-						  "   SET holder = excluded.holder, owner = excluded.owner,"
-						  "       token = excluded.token, ttl_us = excluded.ttl_us,"
-						  "       claimed_at = excluded.claimed_at,"
-						  "       expires_at = excluded.expires_at,"
-						  "       attempts = c.attempts OPERATOR(pg_catalog.+) 1"
-						  " WHERE c.poisoned_at IS NULL"
-						  "   AND (c.holder IS NULL OR c.expires_at OPERATOR(pg_catalog.<=) $7)"
-						  " RETURNING key, attempts",
-						  8, types);
-	nrows = dlock_spi_run(plan, values, NULL, 0, SPI_OK_INSERT_RETURNING);
-	for (uint64 r = 0; r < nrows; r++)
+	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		bool		isnull;
@@ -266,6 +229,77 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 			if (attempts > 1)
 				(*redelivered)++;
 		}
+	}
+	return claimed;
+}
+
+/*
+ * Write the claims of the claimable candidates and mark those written.
+ * Under their key locks, the lookup in decide_claimable is final: rows
+ * without a claim row get a plain INSERT (no speculative insertion), rows
+ * with one an UPDATE that still writes only where the claim is free or
+ * expired (and not poisoned).
+ */
+static int
+write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
+			 Oid role, int64 token, TimestampTz now, int64 *redelivered)
+{
+	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
+	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[8];
+	text	  **fresh = palloc(sizeof(text *) * Max(n, 1));
+	text	  **again = palloc(sizeof(text *) * Max(n, 1));
+	int			nfresh = 0;
+	int			nagain = 0;
+	SPIPlanPtr	plan;
+	int			claimed = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (!c[i].claimable)
+			continue;
+		if (c[i].has_row)
+			again[nagain++] = c[i].key;
+		else
+			fresh[nfresh++] = c[i].key;
+	}
+
+	values[0] = ObjectIdGetDatum(req->target->relid);
+	values[2] = PointerGetDatum(req->holder);
+	values[3] = ObjectIdGetDatum(role);
+	values[4] = Int64GetDatum(token);
+	values[5] = Int64GetDatum(req->ttl_us);
+	values[6] = TimestampTzGetDatum(now);
+	values[7] = TimestampTzGetDatum(now + req->ttl_us);
+
+	if (nfresh > 0)
+	{
+		values[1] = dlock_text_array(fresh, nfresh);
+		plan = dlock_spi_plan(Q_CLAIM_INSERT,
+							  "INSERT INTO " DLOCK_SCHEMA ".claim"
+							  " (relid, key, holder, owner, token, ttl_us, claimed_at, expires_at, attempts)"
+							  " SELECT $1, k, $3, $4, $5, $6, $7, $8, 1"
+							  "   FROM pg_catalog.unnest($2) AS u(k)"
+							  " RETURNING key, attempts",
+							  8, types);
+		dlock_spi_run(plan, values, NULL, 0, SPI_OK_INSERT_RETURNING);
+		claimed += mark_claimed(c, order, n, redelivered);
+	}
+	if (nagain > 0)
+	{
+		values[1] = dlock_text_array(again, nagain);
+		plan = dlock_spi_plan(Q_CLAIM_UPDATE,
+							  "UPDATE " DLOCK_SCHEMA ".claim"
+							  "   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
+							  "       claimed_at = $7, expires_at = $8,"
+							  "       attempts = attempts OPERATOR(pg_catalog.+) 1"
+							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+							  "   AND poisoned_at IS NULL"
+							  "   AND (holder IS NULL OR expires_at OPERATOR(pg_catalog.<=) $7)"
+							  " RETURNING key, attempts",
+							  8, types);
+		dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE_RETURNING);
+		claimed += mark_claimed(c, order, n, redelivered);
 	}
 	return claimed;
 }

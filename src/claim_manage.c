@@ -6,7 +6,8 @@
  *		dlock_release_all, and the sweep of long-expired claim rows.
  *
  * Lock order: functions that wait for key locks take them in key order
- * (and table order), so two of them cannot deadlock with each other.
+ * (and table order), a chunk at a time, so two of them cannot deadlock
+ * with each other.
  * Claimers never wait (claim.c), so they cannot take part in a deadlock.
  *
  *-------------------------------------------------------------------------
@@ -130,10 +131,60 @@ lock_keys(Oid relid, text **keys, int n, LOCKMODE mode)
 	}
 }
 
+static void
+unlock_keys(Oid relid, text **keys, int n, LOCKMODE mode)
+{
+	for (int i = 0; i < n; i++)
+	{
+		DlockKeyLock kl = dlock_claim_keylock(relid, keys[i]);
+
+		dlock_key_unlock(&kl, mode);
+	}
+}
+
+typedef int64 (*ChunkWriter) (Oid relid, text **keys, int n, void *arg);
+
+#define KEY_CHUNK	500
+
+/*
+ * Write claims of many keys (sorted) a chunk at a time: lock the chunk's
+ * keys, write, and give the locks back at once.  These writes touch only
+ * live claims of the caller (or, for resets, are the operator's), which
+ * claimers leave alone, so the key locks are not needed to the end of the
+ * transaction; holding thousands of them would fill the shared lock table.
+ * (A claimer that meets such a claim just as it expires may wait for the
+ * writer's row lock and then finds it taken: the one case a claimer waits.)
+ */
+static int64
+write_in_chunks(Oid relid, text **keys, int n, LOCKMODE mode,
+				ChunkWriter writer, void *arg)
+{
+	int64		total = 0;
+
+	for (int start = 0; start < n; start += KEY_CHUNK)
+	{
+		int			m = Min(KEY_CHUNK, n - start);
+
+		lock_keys(relid, keys + start, m, mode);
+		total += writer(relid, keys + start, m, arg);
+		unlock_keys(relid, keys + start, m, mode);
+	}
+	return total;
+}
+
+typedef struct HolderArg
+{
+	text	   *holder;
+	Oid			role;
+	int64		ttl_us;
+} HolderArg;
+
 /* delete the holder's live claims on these keys (locked by the caller) */
 static int64
-delete_holder_claims(Oid relid, text **keys, int n, text *holder, Oid role)
+delete_holder_claims(Oid relid, text **keys, int n, void *arg)
 {
+	text	   *holder = ((HolderArg *) arg)->holder;
+	Oid			role = ((HolderArg *) arg)->role;
 	Oid			types[4] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
 	Datum		values[4];
 	SPIPlanPtr	plan;
@@ -162,14 +213,44 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 {
 	DlockSpi	spi;
 	int64		n;
+	HolderArg	arg;
 
 	dlock_spi_begin(&spi);
 	keys = holder_keys(t->relid, holder, spi.caller, keys,
 					   keys ? dlock_sort_unique_keys(keys, nkeys) : 0, &nkeys);
-	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
-	n = delete_holder_claims(t->relid, keys, nkeys, holder, spi.caller);
+	arg.holder = holder;
+	arg.role = spi.caller;
+	n = write_in_chunks(t->relid, keys, nkeys, ExclusiveLock,
+						delete_holder_claims, &arg);
 	dlock_spi_end(&spi);
 	return n;
+}
+
+/* extend the holder's live claims on these keys */
+static int64
+renew_holder_claims(Oid relid, text **keys, int n, void *arg)
+{
+	HolderArg  *h = (HolderArg *) arg;
+	Oid			types[5] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID};
+	Datum		values[5];
+	SPIPlanPtr	plan;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = PointerGetDatum(h->holder);
+	values[3] = ObjectIdGetDatum(h->role);
+	values[4] = Int64GetDatum(h->ttl_us);
+	plan = dlock_spi_plan(Q_CLAIM_RENEW,
+						  "UPDATE " DLOCK_SCHEMA ".claim"
+						  "   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END,"
+						  "       expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)"
+						  "         pg_catalog.make_interval(secs => (CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
+						  "           THEN ttl_us ELSE $5 END)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
+						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+						  "   AND holder" EQ "$3 AND owner" EQ "$4"
+						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
+						  5, types);
+	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
 }
 
 /*
@@ -180,38 +261,38 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 int64
 dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
 {
-	Oid			types[5] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID};
-	Datum		values[5];
 	DlockSpi	spi;
-	SPIPlanPtr	plan;
 	text	  **keys;
 	int			nkeys;
-	int64		n = 0;
+	int64		n;
+	HolderArg	arg;
 
 	dlock_spi_begin(&spi);
 	keys = holder_keys(t->relid, holder, spi.caller, NULL, 0, &nkeys);
-	lock_keys(t->relid, keys, nkeys, ShareLock);
-	if (nkeys > 0)
-	{
-		values[0] = ObjectIdGetDatum(t->relid);
-		values[1] = dlock_text_array(keys, nkeys);
-		values[2] = PointerGetDatum(holder);
-		values[3] = ObjectIdGetDatum(spi.caller);
-		values[4] = Int64GetDatum(ttl_us);
-		plan = dlock_spi_plan(Q_CLAIM_RENEW,
-							  "UPDATE " DLOCK_SCHEMA ".claim"
-							  "   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END,"
-							  "       expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)"
-							  "         pg_catalog.make_interval(secs => (CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
-							  "           THEN ttl_us ELSE $5 END)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
-							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-							  "   AND holder" EQ "$3 AND owner" EQ "$4"
-							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
-							  5, types);
-		n = (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
-	}
+	arg.holder = holder;
+	arg.role = spi.caller;
+	arg.ttl_us = ttl_us;
+	n = write_in_chunks(t->relid, keys, nkeys, ShareLock,
+						renew_holder_claims, &arg);
 	dlock_spi_end(&spi);
 	return n;
+}
+
+/* delete the claim rows of these keys, whoever holds them */
+static int64
+delete_claims(Oid relid, text **keys, int n, void *arg)
+{
+	Oid			types[2] = {OIDOID, TEXTARRAYOID};
+	Datum		values[2];
+	SPIPlanPtr	plan;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	plan = dlock_spi_plan(Q_CLAIM_RESET,
+						  "DELETE FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+						  2, types);
+	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
 }
 
 /* Operators: forget the claims, attempts and poison marks of these rows. */
@@ -225,22 +306,17 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	int64		n;
 
 	dlock_spi_begin(&spi);
+	/* only the keys that have claim rows, in order */
 	values[0] = ObjectIdGetDatum(t->relid);
 	values[1] = dlock_text_array(keys, nkeys);
-	/* lock only the keys that have claim rows, in order */
 	plan = dlock_spi_plan(Q_CLAIM_EXISTING_KEYS,
 						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
 						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2) ORDER BY key",
 						  2, types);
 	nkeys = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
 	keys = dlock_copy_key_column(nkeys);
-	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
-	values[1] = dlock_text_array(keys, nkeys);
-	plan = dlock_spi_plan(Q_CLAIM_RESET,
-						  "DELETE FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
-						  2, types);
-	n = (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
+	n = write_in_chunks(t->relid, keys, nkeys, ExclusiveLock,
+						delete_claims, NULL);
 	dlock_spi_end(&spi);
 	return n;
 }
@@ -258,8 +334,11 @@ dlock_claim_release_all(text *holder)
 	text	  **keys;
 	int64		n = 0;
 	uint64		start = 0;
+	HolderArg	arg;
 
 	dlock_spi_begin(&spi);
+	arg.holder = holder;
+	arg.role = spi.caller;
 	values[0] = PointerGetDatum(holder);
 	values[1] = ObjectIdGetDatum(spi.caller);
 	plan = dlock_spi_plan(Q_CLAIM_HOLDER_ALL,
@@ -276,9 +355,8 @@ dlock_claim_release_all(text *holder)
 	{
 		if (i == nrows || relids[i] != relids[start])
 		{
-			lock_keys(relids[start], keys + start, (int) (i - start), ExclusiveLock);
-			n += delete_holder_claims(relids[start], keys + start,
-									  (int) (i - start), holder, spi.caller);
+			n += write_in_chunks(relids[start], keys + start, (int) (i - start),
+								 ExclusiveLock, delete_holder_claims, &arg);
 			start = i;
 		}
 	}

@@ -75,7 +75,10 @@ dlock_schema_owner(void)
  *  - enable_bitmapscan = off: plain index scans mark index entries of dead
  *    rows (claims given back) as dead the first time they meet them, so
  *    later lookups skip them; bitmap scans never do, and would visit every
- *    dead claim row again on every call until vacuum.
+ *    dead claim row again on every call until vacuum;
+ *  - jit = off: with sequential scans "off", a sweep that has to scan is
+ *    costed far above jit_above_cost and would be compiled (tens of
+ *    milliseconds) on every call.
  */
 static int
 pin_internal_settings(void)
@@ -89,6 +92,9 @@ pin_internal_settings(void)
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 	(void) set_config_option("enable_bitmapscan", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	(void) set_config_option("jit", "off",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 	return nestlevel;
