@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/lease_bench.sh - throughput of dlock leases against the alternatives.
 #
-#   sudo bash bench/lease_bench.sh                 # about 5-6 minutes with the defaults
+#   sudo bash bench/lease_bench.sh                 # about 6-7 minutes with the defaults
 #   sudo ROUNDS=5 DURATION=8 bash bench/lease_bench.sh
+#   sudo SECTIONS=pairs CLIENTS="1 16" bash bench/lease_bench.sh
 #
 # Starts its own throwaway PostgreSQL 15 cluster(s) under /tmp (fsync on,
 # synchronous_commit on, shared_preload_libraries = 'dlock') and measures with
@@ -16,26 +17,28 @@
 #                           t.expires_at < clock_timestamp() RETURNING t.key;
 #                           DELETE ... WHERE key = ... AND holder = ...;
 #               advisory    SELECT pg_advisory_lock(id); SELECT pg_advisory_unlock(id);
-#               dlock_nopre the dlock script on a second cluster started
-#                           WITHOUT shared_preload_libraries (issue 4: the
-#                           preloaded library must not cost more than 5%)
 #  contended  failed acquires per second: one key is held for the whole run
 #             by a long-lived holder and every client hammers a try-acquire on it:
 #               dlock       dlock_acquire('hot', ...) -> NULL
 #               hand        the upsert above, its WHERE fails -> 0 rows
 #               advisory    pg_try_advisory_lock(...) -> false
+#  preload    issue 4: what preloading the library costs. The dlock pairs
+#             script on a second cluster that is restarted before every run,
+#             alternately WITH shared_preload_libraries = 'dlock'
+#             (dlock_pre) and WITHOUT it (dlock_nopre): one cluster, so both
+#             variants see the same tables and the same WAL.
 #
-# Runs are short and INTERLEAVED (round 1: A B C D, round 2: A B C D, ...) for
-# each client count; the table shows the median tps per variant over the
+# Runs are short and INTERLEAVED (round 1: A B C, round 2: A B C, ...) for
+# each client count, after an unrecorded 1 s warm-up of each variant (and
+# after every restart in the preload section); the table shows the median tps per variant over the
 # rounds, the ratios, and whether the targets of issues 2 and 4 are met. It
 # never fails on a missed target: it is a benchmark, not a test.
 #
 # Environment:
 #   ROUNDS=3        rounds per (section, client count)
-#   DURATION=5      seconds per pgbench run
+#   DURATION=4      seconds per pgbench run
 #   CLIENTS="1 4 16"
-#   SECTIONS="pairs contended"
-#   PRELOAD=1       also run dlock_nopre (0: skip the second cluster)
+#   SECTIONS="pairs contended preload"   (any of them, run in this order)
 #   BUILD=1         build and install dlock from this checkout first (0: use
 #                   the installed one)
 #   KEEP=0          1: keep the work directory (clusters, logs, raw results)
@@ -50,10 +53,9 @@ REPO=$(dirname "$HERE")
 . "$REPO/scripts/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
-DURATION=${DURATION:-5}
+DURATION=${DURATION:-4}
 CLIENTS=${CLIENTS:-"1 4 16"}
-SECTIONS=${SECTIONS:-"pairs contended"}
-PRELOAD=${PRELOAD:-1}
+SECTIONS=${SECTIONS:-"pairs contended preload"}
 BUILD=${BUILD:-1}
 KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
@@ -65,7 +67,7 @@ fi
 
 WORK=
 # shellcheck disable=SC2034  # HOST_<name>, PORT_<name> are read through ${!var}
-HOST_main='' PORT_main='' HOST_nopre='' PORT_nopre=''
+HOST_main='' PORT_main='' HOST_toggle='' PORT_toggle=''
 HOLDER_PID=
 bench_cleanup() {
     local rc=$?
@@ -127,9 +129,10 @@ COMMON_CONF=(
     "min_wal_size = '1GB'"             # keep pre-allocated WAL segments for recycling
 )
 
-start_cluster() { # NAME PRELOAD_SETTING -> sets HOST_<NAME>, PORT_<NAME>
+start_cluster() { # NAME PRELOAD_SETTING [CONF_LINE...] -> sets HOST_<NAME>, PORT_<NAME>
     local name=$1 spl=$2
-    dlock_cluster_start "$WORK/$name" auto "${COMMON_CONF[@]}" "shared_preload_libraries = '$spl'"
+    shift 2
+    dlock_cluster_start "$WORK/$name" auto "${COMMON_CONF[@]}" "shared_preload_libraries = '$spl'" "$@"
     printf -v "HOST_$name" '%s' "$DLOCK_PGHOST"
     printf -v "PORT_$name" '%s' "$DLOCK_PORT"
     psql -X -q -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d postgres <<'SQL'
@@ -162,7 +165,8 @@ cat >"$WORK/sql/pairs_dlock.sql" <<'EOF'
 SELECT dlock_acquire('k' || :client_id, 'c' || :client_id, '30 s');
 SELECT dlock_release('k' || :client_id, 'c' || :client_id);
 EOF
-cp "$WORK/sql/pairs_dlock.sql" "$WORK/sql/pairs_dlock_nopre.sql"
+cp "$WORK/sql/pairs_dlock.sql" "$WORK/sql/preload_dlock_pre.sql"
+cp "$WORK/sql/pairs_dlock.sql" "$WORK/sql/preload_dlock_nopre.sql"
 cat >"$WORK/sql/pairs_hand.sql" <<'EOF'
 INSERT INTO bench_lease AS t (key, holder, expires_at) VALUES ('k' || :client_id, 'c' || :client_id, clock_timestamp() + interval '30 s') ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at WHERE t.expires_at < clock_timestamp() RETURNING t.key;
 DELETE FROM bench_lease WHERE key = 'k' || :client_id AND holder = 'c' || :client_id;
@@ -184,10 +188,23 @@ EOF
 # ---------------------------------------------------------------- clusters
 log "starting the benchmark cluster (shared_preload_libraries = 'dlock')"
 start_cluster main dlock
-if [ "$PRELOAD" = 1 ] && [[ " $SECTIONS " == *" pairs "* ]]; then
-    log "starting a second cluster without shared_preload_libraries (dlock_nopre)"
-    start_cluster nopre ''
+if [[ " $SECTIONS " == *" preload "* ]]; then
+    log "starting a second cluster for the preload section"
+    # postgresql.conf ends with an include of preload.conf, rewritten by toggle_preload
+    start_cluster toggle dlock "include_if_exists = 'preload.conf'"
 fi
+TOGGLE_MODE=dlock
+
+# restart the toggle cluster with shared_preload_libraries = $1 unless it runs so
+toggle_preload() {
+    [ "$1" = "$TOGGLE_MODE" ] && return 0
+    echo "shared_preload_libraries = '$1'" >"$WORK/toggle/data/preload.conf"
+    dlock_as_postgres pg_ctl -D "$WORK/toggle/data" -l "$WORK/toggle/postgres.log" \
+        -m fast -w -t 60 restart >/dev/null
+    TOGGLE_MODE=$1
+    [ "$(bpsql toggle -c 'SHOW shared_preload_libraries')" = "$1" ] ||
+        { echo "the toggle cluster did not restart with shared_preload_libraries = '$1'" >&2; exit 1; }
+}
 
 # The long-lived advisory lock holder of the contended section: a psql that
 # takes the session lock and then sits IDLE (outside any transaction) reading
@@ -241,7 +258,12 @@ settle_children() { # CLUSTER MAX -> waits (up to 5 s) until the postmaster has
 run_one() { # SECTION VARIANT CLIENTS ROUND
     local section=$1 variant=$2 clients=$3 round=$4
     local cluster=main jobs out tps xacts failed syncs check="" before after nkids cpu0 cpu1 cpu_us
-    [ "$variant" = dlock_nopre ] && cluster=nopre
+    if [ "$section" = preload ]; then
+        cluster=toggle
+        if [ "$variant" = dlock_pre ]; then toggle_preload dlock; else toggle_preload ''; fi
+        # after a restart: connections, caches, plans (not recorded)
+        [ "$round" = 0 ] || DURATION=1 run_one "$section" "$variant" "$clients" 0
+    fi
     local h="HOST_$cluster" p="PORT_$cluster"
     jobs=$(( clients < 2 ? clients : 2 ))
     if [ "$cluster" = main ] && [ "$variant" = dlock ]; then before=$(stats_of main); fi
@@ -289,16 +311,23 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date +%s)
 for section in $SECTIONS; do
+    case $section in pairs|contended|preload) ;;
+        *) echo "unknown section $section (pairs, contended, preload)" >&2; exit 1 ;;
+    esac
+done
+for section in pairs contended preload; do
+    [[ " $SECTIONS " == *" $section "* ]] || continue
     case $section in
-        pairs) variants="dlock hand advisory"; [ "$PRELOAD" = 1 ] && variants+=" dlock_nopre" ;;
-        contended) variants="dlock hand advisory" ;;
-        *) echo "unknown section $section (pairs, contended)" >&2; exit 1 ;;
+        pairs|contended) variants="dlock hand advisory" ;;
+        preload) variants="dlock_pre dlock_nopre" ;;
     esac
     for clients in $CLIENTS; do
         log "$section, $clients client(s): $ROUNDS interleaved rounds of: $variants"
-        for v in $variants; do   # warm-up: connections, caches, plans (not recorded)
-            DURATION=1 run_one "$section" "$v" "$clients" 0
-        done
+        if [ "$section" != preload ]; then   # (preload warms up after each restart)
+            for v in $variants; do   # warm-up: connections, caches, plans (not recorded)
+                DURATION=1 run_one "$section" "$v" "$clients" 0
+            done
+        fi
         for round in $(seq 1 "$ROUNDS"); do
             for v in $variants; do
                 run_one "$section" "$v" "$clients" "$round"
@@ -335,54 +364,54 @@ perl -e '
               my $n = @a; return $n % 2 ? $a[$n/2] : ($a[$n/2-1] + $a[$n/2]) / 2 }
     sub fmt { defined $_[0] ? sprintf("%.0f", $_[0]) : "-" }
     sub rat { defined $_[0] && defined $_[1] && $_[1] > 0 ? sprintf("%.2fx", $_[0] / $_[1]) : "-" }
+    sub m_of { my ($h, $s, $v, $c) = @_; $h->{$s}{$v}{$c} ? med(@{$h->{$s}{$v}{$c}}) : undef }
     my @clients = split " ", $ARGV[1];
+    my %vars = (pairs => [qw(dlock hand advisory)], contended => [qw(dlock hand advisory)],
+                preload => [qw(dlock_pre dlock_nopre)]);
     my @verdicts;
     for my $s (grep { $tps{$_} } qw(pairs contended)) {
-        my $t = $tps{$s};
         my $title = $s eq "pairs" ? "acquire+release pairs per second (each client its own key)"
                                   : "failed acquires per second on a key held by someone else";
         print "\n$title\n";
-        my $pre = $s eq "pairs" && $t->{dlock_nopre};
-        printf "%-8s %10s %10s %10s %12s %12s%s\n", "clients", "dlock", "hand", "advisory",
-            "dlock/hand", "dlock/adv", $pre ? sprintf(" %12s %12s", "dlock_nopre", "pre/nopre") : "";
+        printf "%-8s %10s %10s %10s %12s %12s   %s\n", "clients", "dlock", "hand", "advisory",
+            "dlock/hand", "dlock/adv", "backend CPU us/xact: dlock hand advisory";
         for my $c (@clients) {
-            my ($d, $h, $a, $n) = map { $t->{$_}{$c} ? med(@{$t->{$_}{$c}}) : undef }
-                                   qw(dlock hand advisory dlock_nopre);
+            my ($d, $h, $a) = map { m_of(\%tps, $s, $_, $c) } qw(dlock hand advisory);
+            my ($cd, $ch, $ca) = map { m_of(\%cpu, $s, $_, $c) } qw(dlock hand advisory);
             next unless defined $d || defined $h || defined $a;
-            printf "%-8s %10s %10s %10s %12s %12s%s\n", $c, fmt($d), fmt($h), fmt($a), rat($d, $h), rat($d, $a),
-                $pre ? sprintf(" %12s %12s", fmt($n), rat($d, $n)) : "";
+            printf "%-8s %10s %10s %10s %12s %12s   %6s %6s %6s  (%s)\n", $c, fmt($d), fmt($h), fmt($a),
+                rat($d, $h), rat($d, $a), fmt($cd), fmt($ch), fmt($ca), rat($cd, $ch);
             if (defined $d && defined $h) {
                 my $goal = $s eq "pairs" ? 1.0 : 3.0;
                 push @verdicts, sprintf("%-9s %2s clients: dlock/hand = %5.2fx, target >= %.1fx: %s",
                     $s, $c, $d / $h, $goal, $d / $h >= $goal ? "MET" : "NOT MET");
             }
-            if ($pre && defined $d && defined $n) {
-                my $chg = ($d / $n - 1) * 100;
-                push @verdicts, sprintf("preload   %2s clients: with preload %+.1f%% vs without, target >= -5%%: %s",
-                    $c, $chg, $chg >= -5 ? "MET" : "NOT MET");
-            }
-        }
-        print "backend CPU per pgbench transaction, microseconds (median):\n";
-        printf "%-8s %10s %10s %10s %12s%s\n", "clients", "dlock", "hand", "advisory", "dlock/hand",
-            $pre ? sprintf(" %12s", "dlock_nopre") : "";
-        for my $c (@clients) {
-            my ($d, $h, $a, $n) = map { $cpu{$s}{$_}{$c} ? med(@{$cpu{$s}{$_}{$c}}) : undef }
-                                   qw(dlock hand advisory dlock_nopre);
-            next unless defined $d || defined $h || defined $a;
-            printf "%-8s %10s %10s %10s %12s%s\n", $c, fmt($d), fmt($h), fmt($a), rat($d, $h),
-                $pre ? sprintf(" %12s", fmt($n)) : "";
         }
         print "WAL syncs per pgbench transaction (median): ";
-        print join("; ", map { my $c = $_; "$c cl: " . join(" ", map { $t->{$_}{$c} ? "$_ " . med(@{$sync{$s}{$_}{$c}}) : () }
-                     qw(dlock hand advisory dlock_nopre)) } @clients), "\n";
+        print join("; ", map { my $c = $_; "$c cl: " . join(" ", map { $tps{$s}{$_}{$c} ? "$_ " . med(@{$sync{$s}{$_}{$c}}) : () }
+                     @{$vars{$s}}) } @clients), "\n";
+    }
+    if ($tps{preload}) {
+        print "\ndlock pairs per second with and without shared_preload_libraries (one cluster, restarted)\n";
+        printf "%-8s %10s %12s %10s   %s\n", "clients", "preload", "no preload", "pre/nopre",
+            "backend CPU us/xact: preload, no preload";
+        for my $c (@clients) {
+            my ($p, $n) = map { m_of(\%tps, "preload", $_, $c) } qw(dlock_pre dlock_nopre);
+            my ($cp, $cn) = map { m_of(\%cpu, "preload", $_, $c) } qw(dlock_pre dlock_nopre);
+            next unless defined $p && defined $n;
+            printf "%-8s %10s %12s %10s   %6s %6s\n", $c, fmt($p), fmt($n), rat($p, $n), fmt($cp), fmt($cn);
+            my $chg = ($p / $n - 1) * 100;
+            push @verdicts, sprintf("preload   %2s clients: with preload %+.1f%% vs without, target >= -5%%: %s",
+                $c, $chg, $chg >= -5 ? "MET" : "NOT MET");
+        }
     }
     print "\nTargets (issues 2 and 4):\n";
     print "  $_\n" for @verdicts;
     if (%bad) { print "\nSanity-check warnings:\n"; print "  $_: $bad{$_}\n" for sort keys %bad; }
     print "\nRaw per-run tps (rounds in order):\n";
-    for my $s (grep { $tps{$_} } qw(pairs contended)) {
+    for my $s (grep { $tps{$_} } qw(pairs contended preload)) {
         for my $c (@clients) {
-            for my $v (qw(dlock hand advisory dlock_nopre)) {
+            for my $v (@{$vars{$s}}) {
                 next unless $tps{$s}{$v}{$c};
                 printf "  %-9s %2s cl %-12s %s\n", $s, $c, $v, join(" ", map { sprintf "%.0f", $_ } @{$tps{$s}{$v}{$c}});
             }
