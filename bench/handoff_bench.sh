@@ -111,6 +111,7 @@ CREATE TABLE handoff (
     variant     text,
     round       int,
     released_at timestamptz,    -- releaser: clock_timestamp() just before the release
+    release_returned_at timestamptz, -- releaser: clock_timestamp() right after the release function returned
     acquired_at timestamptz,    -- waiter: clock_timestamp() right after its acquire returned
     got         boolean,        -- did the waiter get the lock?
     PRIMARY KEY (variant, round)
@@ -148,12 +149,14 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION bench_poll_release(k text, h text, OUT t0 timestamptz, OUT rel boolean)
+CREATE FUNCTION bench_poll_release(k text, h text, OUT t0 timestamptz, OUT rel boolean,
+                                   OUT t0b timestamptz)
 LANGUAGE plpgsql AS $$
 BEGIN
     t0 := clock_timestamp();
     DELETE FROM poll_lease WHERE key = k AND holder = h;
     rel := FOUND;
+    t0b := clock_timestamp();
 END
 $$;
 SQL
@@ -175,10 +178,14 @@ echo "$HANDOFFS hand-offs per variant, interleaved; fsync on, synchronous_commit
 echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; ${ELAPSED}s of runs"
 echo "dlock_stats().handoffs grew by $(( STATS_AFTER - STATS_BEFORE ))"
 echo
-echo "hand-off latency in ms (server clock, from just before the release call to the waiter's return)"
+echo "hand-off latency in ms (server clock, from just before the release call to the waiter's return);"
+echo "p50 call: the release function itself; p50 after: from its return (then commit, wake-up, the"
+echo "waiter's own acquire) to the waiter's return"
 dlock_psql -P footer=off <<'SQL'
 WITH d AS (
-    SELECT variant, got, extract(epoch FROM acquired_at - released_at) * 1000 AS ms
+    SELECT variant, got, extract(epoch FROM acquired_at - released_at) * 1000 AS ms,
+           extract(epoch FROM release_returned_at - released_at) * 1000 AS rel_ms,
+           extract(epoch FROM acquired_at - release_returned_at) * 1000 AS after_ms
     FROM handoff
 ), s AS (
     SELECT variant,
@@ -187,7 +194,9 @@ WITH d AS (
            percentile_cont(0.50) WITHIN GROUP (ORDER BY ms) FILTER (WHERE got) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) FILTER (WHERE got) AS p95,
            percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) FILTER (WHERE got) AS p99,
-           min(ms) FILTER (WHERE got) AS min, max(ms) FILTER (WHERE got) AS max
+           min(ms) FILTER (WHERE got) AS min, max(ms) FILTER (WHERE got) AS max,
+           percentile_cont(0.50) WITHIN GROUP (ORDER BY rel_ms) FILTER (WHERE got) AS rel50,
+           percentile_cont(0.50) WITHIN GROUP (ORDER BY after_ms) FILTER (WHERE got) AS after50
     FROM d GROUP BY variant
 ), a AS (SELECT * FROM s WHERE variant = 'advisory')
 SELECT s.variant, s.n, s.failed,
@@ -196,7 +205,9 @@ SELECT s.variant, s.n, s.failed,
        round(s.max::numeric, 3) AS max,
        round((s.p50 / nullif(a.p50, 0))::numeric, 2) AS "p50/adv",
        round((s.p95 / nullif(a.p95, 0))::numeric, 2) AS "p95/adv",
-       round((s.p99 / nullif(a.p99, 0))::numeric, 2) AS "p99/adv"
+       round((s.p99 / nullif(a.p99, 0))::numeric, 2) AS "p99/adv",
+       round(s.rel50::numeric, 3) AS "p50 call",
+       round(s.after50::numeric, 3) AS "p50 after"
 FROM s LEFT JOIN a ON true
 ORDER BY array_position(ARRAY['dlock', 'advisory', 'poll'], s.variant);
 

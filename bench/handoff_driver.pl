@@ -11,8 +11,8 @@
 #     returns (t1), in the same statement;
 #   R waits until the server shows W waiting (dlock_waiters / pg_locks /
 #     pg_stat_activity), then 10-30 ms more (a random phase for the poll loop);
-#   R releases, recording clock_timestamp() just before the release (t0), in
-#     the same statement;
+#   R releases, recording clock_timestamp() just before the release (t0) and
+#     right after the release function returned (t0b), in the same statement;
 #   once W has returned, t0 and t1 go into table handoff (variant, round), and
 #     W releases the lock again.
 #
@@ -97,21 +97,21 @@ my %v = (
         take    => "SELECT dlock_acquire('$KEY', 'releaser', '60 s') IS NOT NULL;",
         wait    => "SELECT dlock_acquire('$KEY', 'waiter', '60 s', '10 s') IS NOT NULL AS got, clock_timestamp() AS t1 \\gset",
         waiting => "SELECT count(*) FROM dlock_waiters WHERE pid = $wpid;",
-        release => "SELECT clock_timestamp() AS t0, dlock_release('$KEY', 'releaser') AS rel \\gset",
+        release => "SELECT clock_timestamp() AS t0, dlock_release('$KEY', 'releaser') AS rel, clock_timestamp() AS t0b \\gset",
         undo    => "SELECT dlock_release('$KEY', 'waiter');",
     },
     advisory => {
         take    => "SELECT pg_advisory_lock($ADV) IS NOT NULL;",
         wait    => "SELECT pg_advisory_lock($ADV) IS NOT NULL AS got, clock_timestamp() AS t1 \\gset",
         waiting => "SELECT count(*) FROM pg_locks WHERE pid = $wpid AND locktype = 'advisory' AND NOT granted;",
-        release => "SELECT clock_timestamp() AS t0, pg_advisory_unlock($ADV) AS rel \\gset",
+        release => "SELECT clock_timestamp() AS t0, pg_advisory_unlock($ADV) AS rel, clock_timestamp() AS t0b \\gset",
         undo    => "SELECT pg_advisory_unlock($ADV);",
     },
     poll => {
         take    => "SELECT got FROM bench_poll_try('$KEY', 'releaser');",
         wait    => "CALL bench_poll_acquire('$KEY', 'waiter', NULL, NULL, NULL) \\gset",
         waiting => "SELECT count(*) FROM pg_stat_activity WHERE pid = $wpid AND wait_event = 'PgSleep';",
-        release => "SELECT t0, rel FROM bench_poll_release('$KEY', 'releaser') \\gset",
+        release => "SELECT t0, rel, t0b FROM bench_poll_release('$KEY', 'releaser') \\gset",
         undo    => "SELECT rel FROM bench_poll_release('$KEY', 'waiter');",
     },
 );
@@ -129,7 +129,7 @@ for my $round (1 .. $rounds) {
         $R->run($q->{release});
         expect("$name round $round: waiter returns", $W->wait(30), '');
         expect("$name round $round: release result", $R->run('\echo :rel'), 't');
-        $R->run("INSERT INTO handoff (variant, round, released_at) VALUES ('$name', $round, :'t0');");
+        $R->run("INSERT INTO handoff (variant, round, released_at, release_returned_at) VALUES ('$name', $round, :'t0', :'t0b');");
         $W->run("UPDATE handoff SET acquired_at = :'t1', got = :'got' WHERE variant = '$name' AND round = $round;");
         expect("$name round $round: waiter releases", $W->run($q->{undo}), 't');
     }
