@@ -365,6 +365,14 @@ perl -e '
     sub fmt { defined $_[0] ? sprintf("%.0f", $_[0]) : "-" }
     sub rat { defined $_[0] && defined $_[1] && $_[1] > 0 ? sprintf("%.2fx", $_[0] / $_[1]) : "-" }
     sub m_of { my ($h, $s, $v, $c) = @_; $h->{$s}{$v}{$c} ? med(@{$h->{$s}{$v}{$c}}) : undef }
+    # median over the rounds of the per-round ratio X/Y: runs of the same
+    # round are neighbours in time, so this follows a machine whose speed
+    # drifts better than the ratio of the medians does
+    sub paired { my ($s, $x, $y, $c) = @_; my ($a, $b) = ($tps{$s}{$x}{$c}, $tps{$s}{$y}{$c});
+                 return undef unless $a && $b;
+                 my @r = map { $b->[$_] > 0 ? $a->[$_] / $b->[$_] : () } 0 .. ($#$a < $#$b ? $#$a : $#$b);
+                 return med(@r) }
+    sub prat { defined $_[0] ? sprintf("%.2fx", $_[0]) : "-" }
     my @clients = split " ", $ARGV[1];
     my %vars = (pairs => [qw(dlock hand advisory)], contended => [qw(dlock hand advisory)],
                 preload => [qw(dlock_pre dlock_nopre)]);
@@ -373,18 +381,20 @@ perl -e '
         my $title = $s eq "pairs" ? "acquire+release pairs per second (each client its own key)"
                                   : "failed acquires per second on a key held by someone else";
         print "\n$title\n";
-        printf "%-8s %10s %10s %10s %12s %12s   %s\n", "clients", "dlock", "hand", "advisory",
-            "dlock/hand", "dlock/adv", "backend CPU us/xact: dlock hand advisory";
+        printf "%-8s %10s %10s %10s %12s %9s %12s   %s\n", "clients", "dlock", "hand", "advisory",
+            "dlock/hand", "(paired)", "dlock/adv", "backend CPU us/xact: dlock hand advisory";
         for my $c (@clients) {
             my ($d, $h, $a) = map { m_of(\%tps, $s, $_, $c) } qw(dlock hand advisory);
             my ($cd, $ch, $ca) = map { m_of(\%cpu, $s, $_, $c) } qw(dlock hand advisory);
             next unless defined $d || defined $h || defined $a;
-            printf "%-8s %10s %10s %10s %12s %12s   %6s %6s %6s  (%s)\n", $c, fmt($d), fmt($h), fmt($a),
-                rat($d, $h), rat($d, $a), fmt($cd), fmt($ch), fmt($ca), rat($cd, $ch);
+            my $pr = paired($s, "dlock", "hand", $c);
+            printf "%-8s %10s %10s %10s %12s %9s %12s   %6s %6s %6s  (%s)\n", $c, fmt($d), fmt($h), fmt($a),
+                rat($d, $h), prat($pr), rat($d, $a), fmt($cd), fmt($ch), fmt($ca), rat($cd, $ch);
             if (defined $d && defined $h) {
                 my $goal = $s eq "pairs" ? 1.0 : 3.0;
-                push @verdicts, sprintf("%-9s %2s clients: dlock/hand = %5.2fx, target >= %.1fx: %s",
-                    $s, $c, $d / $h, $goal, $d / $h >= $goal ? "MET" : "NOT MET");
+                push @verdicts, sprintf("%-9s %2s clients: dlock/hand = %5.2fx (paired %5.2fx), target >= %.1fx: %s",
+                    $s, $c, $d / $h, $pr, $goal,
+                    $d / $h >= $goal && $pr >= $goal ? "MET" : $d / $h >= $goal || $pr >= $goal ? "MET by one of the two" : "NOT MET");
             }
         }
         print "WAL syncs per pgbench transaction (median): ";
@@ -393,16 +403,18 @@ perl -e '
     }
     if ($tps{preload}) {
         print "\ndlock pairs per second with and without shared_preload_libraries (one cluster, restarted)\n";
-        printf "%-8s %10s %12s %10s   %s\n", "clients", "preload", "no preload", "pre/nopre",
-            "backend CPU us/xact: preload, no preload";
+        printf "%-8s %10s %12s %10s %9s   %s\n", "clients", "preload", "no preload", "pre/nopre",
+            "(paired)", "backend CPU us/xact: preload, no preload";
         for my $c (@clients) {
             my ($p, $n) = map { m_of(\%tps, "preload", $_, $c) } qw(dlock_pre dlock_nopre);
             my ($cp, $cn) = map { m_of(\%cpu, "preload", $_, $c) } qw(dlock_pre dlock_nopre);
             next unless defined $p && defined $n;
-            printf "%-8s %10s %12s %10s   %6s %6s\n", $c, fmt($p), fmt($n), rat($p, $n), fmt($cp), fmt($cn);
-            my $chg = ($p / $n - 1) * 100;
-            push @verdicts, sprintf("preload   %2s clients: with preload %+.1f%% vs without, target >= -5%%: %s",
-                $c, $chg, $chg >= -5 ? "MET" : "NOT MET");
+            my $pr = paired("preload", "dlock_pre", "dlock_nopre", $c);
+            printf "%-8s %10s %12s %10s %9s   %6s %6s\n", $c, fmt($p), fmt($n), rat($p, $n), prat($pr), fmt($cp), fmt($cn);
+            my ($chg, $pchg) = (($p / $n - 1) * 100, ($pr - 1) * 100);
+            push @verdicts, sprintf("preload   %2s clients: with preload %+.1f%% (paired %+.1f%%) vs without, target >= -5%%: %s",
+                $c, $chg, $pchg,
+                $chg >= -5 && $pchg >= -5 ? "MET" : $chg >= -5 || $pchg >= -5 ? "MET by one of the two" : "NOT MET");
         }
     }
     print "\nTargets (issues 2 and 4):\n";
