@@ -373,7 +373,8 @@ dlock_claim_release_all(text *holder)
 void
 dlock_claim_maybe_cleanup(void)
 {
-	Oid			types[2] = {TIMESTAMPTZOID, TEXTOID};
+	Oid			seltypes[1] = {TIMESTAMPTZOID};
+	Oid			deltypes[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
 	Datum		values[3];
 	SPIPlanPtr	sel;
 	SPIPlanPtr	del;
@@ -393,24 +394,18 @@ dlock_claim_maybe_cleanup(void)
 						 "    OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
 						 "                    WHERE r.oid" EQ "c.relid)"
 						 " LIMIT 256",
-						 1, types);
+						 1, seltypes);
 	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
 	keys = dlock_copy_key_column(n);
 	relids = dlock_copy_oid_column(n, 2);
 
-	types[0] = OIDOID;
-	types[1] = TEXTOID;
-	{
-		Oid			dtypes[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
-
-		del = dlock_spi_plan(Q_CLAIM_DELETE_IDLE,
-							 "DELETE FROM " DLOCK_SCHEMA ".claim c"
-							 " WHERE relid" EQ "$1 AND key" EQ "$2"
-							 "   AND ((expires_at OPERATOR(pg_catalog.<) $3 AND poisoned_at IS NULL)"
-							 "        OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-							 "                        WHERE r.oid" EQ "c.relid))",
-							 3, dtypes);
-	}
+	del = dlock_spi_plan(Q_CLAIM_DELETE_IDLE,
+						 "DELETE FROM " DLOCK_SCHEMA ".claim c"
+						 " WHERE relid" EQ "$1 AND key" EQ "$2"
+						 "   AND ((expires_at OPERATOR(pg_catalog.<) $3 AND poisoned_at IS NULL)"
+						 "        OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+						 "                        WHERE r.oid" EQ "c.relid))",
+						 3, deltypes);
 	values[2] = values[0];
 	for (uint64 i = 0; i < n; i++)
 	{
