@@ -69,6 +69,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
 # shellcheck source=../scripts/lib.sh
 . "$REPO/scripts/lib.sh"
+# shellcheck source=common.sh
+. "$REPO/bench/common.sh"
 
 ROWS=${ROWS:-1000000}
 ROUNDS=${ROUNDS:-3}
@@ -89,13 +91,7 @@ bench_cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     dlock_cleanup
-    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
-        if [ "$KEEP" = 1 ]; then
-            echo "work directory kept: $WORK" >&2
-        else
-            rm -rf "$WORK"
-        fi
-    fi
+    bench_remove_work "$KEEP"
     exit $rc
 }
 
@@ -113,9 +109,7 @@ dlock_cluster_start "$WORK/cluster" auto \
     "shared_buffers = 1GB" "max_connections = 100" "max_wal_size = 8GB" \
     "checkpoint_timeout = 30min" "log_min_messages = warning" \
     "log_min_error_statement = panic"
-trap bench_cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_set_traps bench_cleanup
 [ -n "$BUILD_DIR" ] && rm -rf "$BUILD_DIR"
 
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d postgres)

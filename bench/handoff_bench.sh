@@ -45,6 +45,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
 # shellcheck source=../scripts/lib.sh
 . "$REPO/scripts/lib.sh"
+# shellcheck source=common.sh
+. "$REPO/bench/common.sh"
 
 HANDOFFS=${HANDOFFS:-200}
 VARIANTS=${VARIANTS:-"dlock advisory poll"}
@@ -61,35 +63,13 @@ bench_cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     dlock_cleanup
-    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
-        if [ "$KEEP" = 1 ]; then
-            echo "work directory kept: $WORK" >&2
-        else
-            rm -rf "$WORK"
-        fi
-    fi
+    bench_remove_work "$KEEP"
     exit $rc
 }
-# Our traps stop the clusters (dlock_cleanup) and remove the work directory;
-# tell lib.sh not to install its own EXIT/INT/TERM traps over them.
-DLOCK_TRAP_SET=1
-set_traps() {
-    trap bench_cleanup EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-}
-set_traps
+# our traps stop the clusters (dlock_cleanup) and remove the work directory
+bench_set_traps bench_cleanup
 
-log() { printf '==> %s\n' "$*" >&2; }
-
-# which dlock is measured: the checkout's commit, "+dirty" if src/ or the
-# install script differ from it (only meaningful with BUILD=1)
-REVISION=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ "$REVISION" != unknown ] &&
-        ! git -C "$REPO" diff --quiet HEAD -- src Makefile 'dlock--*.sql' 2>/dev/null; then
-    REVISION+="+dirty"
-fi
-[ "$BUILD" = 1 ] || REVISION="the installed build (BUILD=0; checkout at $REVISION)"
+REVISION=$(bench_revision "$REPO" "$BUILD")
 
 dlock_ensure_packages
 if [ "$BUILD" = 1 ]; then

@@ -55,6 +55,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
 # shellcheck source=../scripts/lib.sh
 . "$REPO/scripts/lib.sh"
+# shellcheck source=common.sh
+. "$REPO/bench/common.sh"
 
 DURATION=${DURATION:-600}
 if [ -z "${LONGTX:-}" ]; then
@@ -94,23 +96,11 @@ soak_cleanup() {
         wait "$p" 2>/dev/null || true
     done
     dlock_cleanup
-    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
-        if [ "$KEEP" = 1 ] || [ $rc -ne 0 ]; then
-            echo "work directory kept: $WORK" >&2
-        else
-            rm -rf "$WORK"
-        fi
-    fi
+    # kept also when the soak failed, for its logs
+    if [ $rc -ne 0 ]; then bench_remove_work 1; else bench_remove_work "$KEEP"; fi
     exit $rc
 }
-set_traps() {
-    trap soak_cleanup EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-}
-set_traps
-
-log() { printf '==> %s\n' "$*" >&2; }
+bench_set_traps soak_cleanup
 
 dlock_ensure_packages
 if [ "$BUILD" = 1 ]; then
@@ -128,7 +118,7 @@ dlock_cluster_start "$WORK/cluster" auto \
     "log_autovacuum_min_duration = 0" \
     "checkpoint_timeout = '5min'" \
     "max_wal_size = '2GB'"
-set_traps   # ours (which also calls dlock_cleanup) must stay the EXIT trap
+bench_set_traps soak_cleanup   # ours (which also calls dlock_cleanup) must stay the EXIT trap
 
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d postgres "$@"; }
 
