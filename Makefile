@@ -15,6 +15,7 @@ OBJS = \
 	src/keylock.o \
 	src/keys.o \
 	src/lease.o \
+	src/lease_store.o \
 	src/lease_funcs.o \
 	src/token.o \
 	src/spi_access.o \

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "storage/itemptr.h"
 #include "storage/lockdefs.h"
 #include "utils/timestamp.h"
 
@@ -38,11 +39,6 @@ extern int64 dlock_interval_usecs(const Interval *iv);
 /* ---- spi_access.c: internal queries as dlock's owner ---- */
 typedef enum DlockQuery
 {
-	Q_LEASE_LOOKUP,
-	Q_LEASE_INSERT,
-	Q_LEASE_GRANT,
-	Q_LEASE_EXTEND,
-	Q_LEASE_FREE,
 	Q_LEASE_HOLDER_KEYS,
 	Q_LEASE_IDLE_KEYS,
 	Q_LEASE_DELETE_IDLE,
@@ -127,7 +123,9 @@ typedef struct DlockLease
 	Oid			owner;			/* role that holds it */
 	int64		token;
 	int64		ttl_us;			/* ttl it was granted with */
+	TimestampTz acquired_at;
 	TimestampTz expires_at;
+	ItemPointerData tid;		/* the row version read */
 } DlockLease;
 
 /* Result of one acquire attempt. */

@@ -10,6 +10,9 @@
  * dlock.idle_key_lifetime are deleted by dlock_lease_cleanup, which
  * acquires also run now and then (see maybe_cleanup).
  *
+ * The table is read and written directly through its primary key
+ * (lease_store.c); only the sweeps over many rows use SQL.
+ *
  * Protocol: every write happens under the key's heavyweight lock
  * (keylock.c), and every decision is taken on the latest committed row
  * read after that lock was granted.  Reads that can only end in "no"
@@ -33,118 +36,49 @@
 
 #define EQ " OPERATOR(pg_catalog.=) "
 
-/* ---- row access ---- */
+/* ---- row writes (lease_store.c does the table access) ---- */
 
+/* a new grant: insert the row, or overwrite a free or expired one */
 static void
-lease_lookup(text *key, DlockLease *l)
+lease_write_grant(LeaseStore *s, text *key, const DlockLease *old,
+				  text *holder, Oid role, int64 token, int64 ttl_us,
+				  TimestampTz now, TimestampTz expires)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {PointerGetDatum(key)};
-	SPIPlanPtr	plan;
-	bool		isnull;
-	HeapTuple	tup;
-	TupleDesc	desc;
-	Datum		d;
+	DlockLease	v = *old;
 
-	plan = dlock_spi_plan(Q_LEASE_LOOKUP,
-						  "SELECT holder, owner, token, ttl_us, expires_at"
-						  "  FROM " DLOCK_SCHEMA ".lease WHERE key" EQ "$1",
-						  1, types);
-	memset(l, 0, sizeof(*l));
-	if (dlock_spi_run(plan, values, NULL, 1, SPI_OK_SELECT) == 0)
-		return;
-
-	l->found = true;
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	d = SPI_getbinval(tup, desc, 1, &isnull);
-	if (!isnull)
-	{
-		l->held = true;
-		l->holder = DatumGetTextPCopy(d);
-		l->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-	}
-	l->token = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-	l->ttl_us = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
-	l->expires_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
-}
-
-/* write a new grant: insert the row, or overwrite a free/expired one */
-static void
-lease_write_grant(text *key, bool row_exists, text *holder, Oid role,
-				  int64 token, int64 ttl_us, TimestampTz now,
-				  TimestampTz expires)
-{
-	Oid			types[7] = {TEXTOID, TEXTOID, OIDOID, INT8OID, INT8OID,
-	TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[7];
-	SPIPlanPtr	plan;
-
-	values[0] = PointerGetDatum(key);
-	values[1] = PointerGetDatum(holder);
-	values[2] = ObjectIdGetDatum(role);
-	values[3] = Int64GetDatum(token);
-	values[4] = Int64GetDatum(ttl_us);
-	values[5] = TimestampTzGetDatum(now);
-	values[6] = TimestampTzGetDatum(expires);
-
-	if (row_exists)
-	{
-		plan = dlock_spi_plan(Q_LEASE_GRANT,
-							  "UPDATE " DLOCK_SCHEMA ".lease"
-							  "   SET holder = $2, owner = $3, token = $4,"
-							  "       ttl_us = $5, acquired_at = $6, expires_at = $7"
-							  " WHERE key" EQ "$1",
-							  7, types);
-		if (dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE) != 1)
-			elog(ERROR, "dlock lease row vanished under its key lock");
-	}
-	else
-	{
-		plan = dlock_spi_plan(Q_LEASE_INSERT,
-							  "INSERT INTO " DLOCK_SCHEMA ".lease"
-							  " (key, holder, owner, token, ttl_us, acquired_at, expires_at)"
-							  " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-							  7, types);
-		dlock_spi_run(plan, values, NULL, 0, SPI_OK_INSERT);
-	}
+	v.held = true;
+	v.holder = holder;
+	v.owner = role;
+	v.token = token;
+	v.ttl_us = ttl_us;
+	v.acquired_at = now;
+	v.expires_at = expires;
+	dlock_lease_store_write(s, key, &v);
 }
 
 static void
-lease_write_extend(text *key, int64 ttl_us, TimestampTz expires)
+lease_write_extend(LeaseStore *s, text *key, const DlockLease *old,
+				   int64 ttl_us, TimestampTz expires)
 {
-	Oid			types[3] = {TEXTOID, INT8OID, TIMESTAMPTZOID};
-	Datum		values[3];
-	SPIPlanPtr	plan;
+	DlockLease	v = *old;
 
-	values[0] = PointerGetDatum(key);
-	values[1] = Int64GetDatum(ttl_us);
-	values[2] = TimestampTzGetDatum(expires);
-	plan = dlock_spi_plan(Q_LEASE_EXTEND,
-						  "UPDATE " DLOCK_SCHEMA ".lease"
-						  "   SET ttl_us = $2, expires_at = $3"
-						  " WHERE key" EQ "$1",
-						  3, types);
-	if (dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "dlock lease row vanished under its key lock");
+	v.ttl_us = ttl_us;
+	v.expires_at = expires;
+	dlock_lease_store_write(s, key, &v);
 }
 
+/* free the key; its row stays (with its last token) for HOT reuse */
 static void
-lease_write_free(text *key, TimestampTz now)
+lease_write_free(LeaseStore *s, text *key, const DlockLease *old,
+				 TimestampTz now)
 {
-	Oid			types[2] = {TEXTOID, TIMESTAMPTZOID};
-	Datum		values[2];
-	SPIPlanPtr	plan;
+	DlockLease	v = *old;
 
-	values[0] = PointerGetDatum(key);
-	values[1] = TimestampTzGetDatum(now);
-	plan = dlock_spi_plan(Q_LEASE_FREE,
-						  "UPDATE " DLOCK_SCHEMA ".lease"
-						  "   SET holder = NULL, owner = NULL, expires_at = $2"
-						  " WHERE key" EQ "$1",
-						  2, types);
-	if (dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE) != 1)
-		elog(ERROR, "dlock lease row vanished under its key lock");
+	v.held = false;
+	v.holder = NULL;
+	v.owner = InvalidOid;
+	v.expires_at = now;
+	dlock_lease_store_write(s, key, &v);
 }
 
 /* ---- decisions ---- */
@@ -194,7 +128,7 @@ maybe_cleanup(void)
 	 */
 	if (!IsTransactionBlock() &&
 		(pg_prng_uint32(&pg_global_prng_state) & 1023) == 0)
-		dlock_lease_cleanup_locked((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
+		(void) dlock_lease_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
 								   64);
 }
 
@@ -207,62 +141,64 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 						TimestampTz *expires_at)
 {
 	DlockKeyLock kl = lease_keylock(key);
-	DlockSpi	spi;
+	Oid			role = GetUserId();
+	LeaseStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	DlockAcquireResult res;
 
-	dlock_spi_begin(&spi);
+	dlock_lease_store_open(&s);
 
 	/* someone else's live lease: answer at once, touching nothing */
-	lease_lookup(key, &l);
+	dlock_lease_store_fetch(&s, key, &l);
 	if (lease_live(&l, GetCurrentTimestamp()) &&
-		!lease_is_ours(&l, holder, spi.caller))
+		!lease_is_ours(&l, holder, role))
 	{
 		*expires_at = l.expires_at;
-		dlock_spi_end(&spi);
+		dlock_lease_store_close(&s);
 		return DLOCK_ACQ_BUSY;
 	}
 	/* free, but waiters queue for it: they come first */
-	if (queue_blocks && !lease_is_ours(&l, holder, spi.caller))
+	if (queue_blocks && !lease_is_ours(&l, holder, role))
 	{
-		dlock_spi_end(&spi);
+		dlock_lease_store_close(&s);
 		return DLOCK_ACQ_QUEUED;
 	}
 
 	/* another open transaction works on this key: do not wait for it */
 	if (!dlock_key_trylock(&kl, ExclusiveLock))
 	{
-		dlock_spi_end(&spi);
+		dlock_lease_store_close(&s);
 		return DLOCK_ACQ_LOCKED;
 	}
 
-	lease_lookup(key, &l);
+	dlock_lease_store_fetch(&s, key, &l);
 	now = GetCurrentTimestamp();
 	*expires_at = now + ttl_us;
 	if (lease_live(&l, now))
 	{
-		if (!lease_is_ours(&l, holder, spi.caller))
+		if (!lease_is_ours(&l, holder, role))
 		{
 			*expires_at = l.expires_at;
 			dlock_key_unlock(&kl, ExclusiveLock);
-			dlock_spi_end(&spi);
+			dlock_lease_store_close(&s);
 			return DLOCK_ACQ_BUSY;
 		}
-		lease_write_extend(key, ttl_us, *expires_at);
+		lease_write_extend(&s, key, &l, ttl_us, *expires_at);
 		*token = l.token;
 		res = DLOCK_ACQ_EXTENDED;
 	}
 	else
 	{
 		*token = dlock_next_token();
-		lease_write_grant(key, l.found, holder, spi.caller, *token, ttl_us,
+		lease_write_grant(&s, key, &l, holder, role, *token, ttl_us,
 						  now, *expires_at);
 		res = l.held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
 		dlock_xact_note_key(&kl);
-		maybe_cleanup();
 	}
-	dlock_spi_end(&spi);
+	dlock_lease_store_close(&s);
+	if (res != DLOCK_ACQ_EXTENDED)
+		maybe_cleanup();
 	return res;
 }
 
@@ -274,17 +210,18 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
  * the lease; false with the lock given back otherwise.
  */
 static bool
-lock_held_lease(text *key, text *holder, Oid role, bool has_token,
-				int64 token, LOCKMODE mode, DlockLease *l, TimestampTz *now)
+lock_held_lease(LeaseStore *s, text *key, text *holder, Oid role,
+				bool has_token, int64 token, LOCKMODE mode, DlockLease *l,
+				TimestampTz *now)
 {
 	DlockKeyLock kl = lease_keylock(key);
 
-	lease_lookup(key, l);
+	dlock_lease_store_fetch(s, key, l);
 	if (!lease_held_by(l, holder, role, GetCurrentTimestamp(), has_token, token))
 		return false;
 
 	dlock_key_lock(&kl, mode);
-	lease_lookup(key, l);
+	dlock_lease_store_fetch(s, key, l);
 	*now = GetCurrentTimestamp();
 	if (!lease_held_by(l, holder, role, *now, has_token, token))
 	{
@@ -297,23 +234,23 @@ lock_held_lease(text *key, text *holder, Oid role, bool has_token,
 bool
 dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 {
-	DlockSpi	spi;
+	LeaseStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
 
 	dlock_release_async_begin();
-	dlock_spi_begin(&spi);
-	ok = lock_held_lease(key, holder, spi.caller, has_token, token,
+	dlock_lease_store_open(&s);
+	ok = lock_held_lease(&s, key, holder, GetUserId(), has_token, token,
 						 ExclusiveLock, &l, &now);
 	if (ok)
 	{
 		DlockKeyLock kl = lease_keylock(key);
 
-		lease_write_free(key, now);
+		lease_write_free(&s, key, &l, now);
 		dlock_xact_note_key(&kl);
 	}
-	dlock_spi_end(&spi);
+	dlock_lease_store_close(&s);
 	if (ok)
 		dlock_release_async_end();
 	return ok;
@@ -323,21 +260,21 @@ bool
 dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 				  int64 token)
 {
-	DlockSpi	spi;
+	LeaseStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
 
-	dlock_spi_begin(&spi);
-	ok = lock_held_lease(key, holder, spi.caller, has_token, token,
+	dlock_lease_store_open(&s);
+	ok = lock_held_lease(&s, key, holder, GetUserId(), has_token, token,
 						 ExclusiveLock, &l, &now);
 	if (ok)
 	{
 		if (ttl_us < 0)
 			ttl_us = l.ttl_us;
-		lease_write_extend(key, ttl_us, now + ttl_us);
+		lease_write_extend(&s, key, &l, ttl_us, now + ttl_us);
 	}
-	dlock_spi_end(&spi);
+	dlock_lease_store_close(&s);
 	return ok;
 }
 
@@ -349,13 +286,13 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 bool
 dlock_lease_validate(text *key, text *holder, int64 token)
 {
-	DlockSpi	spi;
+	LeaseStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
 
-	dlock_spi_begin(&spi);
-	ok = lock_held_lease(key, holder, spi.caller, true, token, ShareLock,
+	dlock_lease_store_open(&s);
+	ok = lock_held_lease(&s, key, holder, GetUserId(), true, token, ShareLock,
 						 &l, &now);
 	if (ok)
 	{
@@ -365,7 +302,7 @@ dlock_lease_validate(text *key, text *holder, int64 token)
 	}
 	else
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
-	dlock_spi_end(&spi);
+	dlock_lease_store_close(&s);
 	return ok;
 }
 
@@ -377,6 +314,7 @@ dlock_lease_release_all(text *holder)
 	Datum		values[2];
 	SPIPlanPtr	plan;
 	DlockSpi	spi;
+	LeaseStore	s;
 	uint64		n;
 	text	  **keys;
 	int64		freed = 0;
@@ -394,22 +332,24 @@ dlock_lease_release_all(text *holder)
 	keys = dlock_copy_key_column(n);
 
 	/* in key order, so that two release_all calls cannot deadlock */
+	dlock_lease_store_open(&s);
 	for (uint64 i = 0; i < n; i++)
 	{
 		DlockLease	l;
 		TimestampTz now;
 
 		CHECK_FOR_INTERRUPTS();
-		if (lock_held_lease(keys[i], holder, spi.caller, false, 0,
+		if (lock_held_lease(&s, keys[i], holder, spi.caller, false, 0,
 							ExclusiveLock, &l, &now))
 		{
 			DlockKeyLock kl = lease_keylock(keys[i]);
 
-			lease_write_free(keys[i], now);
+			lease_write_free(&s, keys[i], &l, now);
 			dlock_xact_note_key(&kl);
 			freed++;
 		}
 	}
+	dlock_lease_store_close(&s);
 	dlock_spi_end(&spi);
 	if (freed > 0)
 		dlock_release_async_end();
@@ -421,24 +361,24 @@ bool
 dlock_lease_force_release(text *key)
 {
 	DlockKeyLock kl = lease_keylock(key);
-	DlockSpi	spi;
+	LeaseStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
 
-	dlock_spi_begin(&spi);
+	dlock_lease_store_open(&s);
 	dlock_key_lock(&kl, ExclusiveLock);
-	lease_lookup(key, &l);
+	dlock_lease_store_fetch(&s, key, &l);
 	now = GetCurrentTimestamp();
 	ok = lease_live(&l, now);
 	if (ok)
 	{
-		lease_write_free(key, now);
+		lease_write_free(&s, key, &l, now);
 		dlock_xact_note_key(&kl);
 	}
 	else
 		dlock_key_unlock(&kl, ExclusiveLock);
-	dlock_spi_end(&spi);
+	dlock_lease_store_close(&s);
 	return ok;
 }
 
