@@ -16,6 +16,7 @@ OBJS = \
 	src/keys.o \
 	src/lease.o \
 	src/lease_store.o \
+	src/store.o \
 	src/lease_funcs.o \
 	src/token.o \
 	src/spi_access.o \

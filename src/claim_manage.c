@@ -15,44 +15,58 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/stratnum.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
 
 #include "claim.h"
 #include "shmem.h"
+#include "store.h"
 
 #define EQ " OPERATOR(pg_catalog.=) "
 
+/* columns of dlock.claim that the fence reads (dlock--0.1.sql) */
+#define Natts_claim				10
+#define Anum_claim_holder		3
+#define Anum_claim_owner		4
+#define Anum_claim_expires_at	8
+
+/* holder and role hold an unexpired claim: read directly by primary key */
 static bool
 claim_held(Oid relid, text *key, text *holder, Oid role)
 {
-	Oid			types[2] = {OIDOID, TEXTOID};
-	Datum		values[2] = {ObjectIdGetDatum(relid), PointerGetDatum(key)};
-	SPIPlanPtr	plan;
-	bool		isnull;
-	HeapTuple	tup;
-	text	   *h;
-	Datum		d;
+	DlockStore	s;
+	ScanKeyData skeys[2];
+	bool		held = false;
 
-	plan = dlock_spi_plan(Q_CLAIM_CHECK,
-						  "SELECT holder, owner, expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-						  "  FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND key" EQ "$2",
-						  2, types);
-	if (dlock_spi_run(plan, values, NULL, 1, SPI_OK_SELECT) == 0)
-		return false;
-	tup = SPI_tuptable->vals[0];
-	d = SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		return false;
-	h = DatumGetTextPP(d);
-	return DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)) &&
-		DatumGetObjectId(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)) == role &&
-		dlock_text_cmp(&h, &holder) == 0;
+	dlock_store_open(&s, "claim", Natts_claim);
+	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(relid));
+	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   s.idx->rd_indcollation[1], F_TEXTEQ,
+						   PointerGetDatum(key));
+	if (dlock_store_fetch(&s, skeys, 2))
+	{
+		TupleTableSlot *slot = s.slot;
+
+		if (!slot->tts_isnull[Anum_claim_holder - 1])
+		{
+			text	   *h = DatumGetTextPP(slot->tts_values[Anum_claim_holder - 1]);
+
+			held = DatumGetTimestampTz(slot->tts_values[Anum_claim_expires_at - 1]) >
+				GetCurrentTimestamp() &&
+				DatumGetObjectId(slot->tts_values[Anum_claim_owner - 1]) == role &&
+				dlock_text_cmp(&h, &holder) == 0;
+		}
+	}
+	dlock_store_close(&s);
+	return held;
 }
 
 /*
@@ -64,7 +78,6 @@ bool
 dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 {
 	DlockKeyLock kl = dlock_claim_keylock(t->relid, key);
-	DlockSpi	spi;
 	bool		ok;
 
 	/*
@@ -72,14 +85,13 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	 * the only transactions that can make it wait (a claimer taking over
 	 * an expired claim, an unclaim) are short.
 	 */
-	dlock_spi_begin(&spi);
 	dlock_key_lock(&kl, ShareLock);
-	ok = claim_held(t->relid, key, holder, spi.caller);
+	ok = claim_held(t->relid, key, holder, GetUserId());
 	if (!ok)
+	{
 		dlock_key_unlock(&kl, ShareLock);
-	if (!ok)
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
-	dlock_spi_end(&spi);
+	}
 	return ok;
 }
 

@@ -33,6 +33,7 @@
 #include "dlock.h"
 #include "lease_internal.h"
 #include "shmem.h"
+#include "store.h"
 
 #define EQ " OPERATOR(pg_catalog.=) "
 
@@ -40,7 +41,7 @@
 
 /* a new grant: insert the row, or overwrite a free or expired one */
 static void
-lease_write_grant(LeaseStore *s, text *key, const DlockLease *old,
+lease_write_grant(DlockStore *s, text *key, const DlockLease *old,
 				  text *holder, Oid role, int64 token, int64 ttl_us,
 				  TimestampTz now, TimestampTz expires)
 {
@@ -57,7 +58,7 @@ lease_write_grant(LeaseStore *s, text *key, const DlockLease *old,
 }
 
 static void
-lease_write_extend(LeaseStore *s, text *key, const DlockLease *old,
+lease_write_extend(DlockStore *s, text *key, const DlockLease *old,
 				   int64 ttl_us, TimestampTz expires)
 {
 	DlockLease	v = *old;
@@ -69,7 +70,7 @@ lease_write_extend(LeaseStore *s, text *key, const DlockLease *old,
 
 /* free the key; its row stays (with its last token) for HOT reuse */
 static void
-lease_write_free(LeaseStore *s, text *key, const DlockLease *old,
+lease_write_free(DlockStore *s, text *key, const DlockLease *old,
 				 TimestampTz now)
 {
 	DlockLease	v = *old;
@@ -142,7 +143,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 {
 	DlockKeyLock kl = lease_keylock(key);
 	Oid			role = GetUserId();
-	LeaseStore	s;
+	DlockStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	DlockAcquireResult res;
@@ -155,20 +156,20 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		!lease_is_ours(&l, holder, role))
 	{
 		*expires_at = l.expires_at;
-		dlock_lease_store_close(&s);
+		dlock_store_close(&s);
 		return DLOCK_ACQ_BUSY;
 	}
 	/* free, but waiters queue for it: they come first */
 	if (queue_blocks && !lease_is_ours(&l, holder, role))
 	{
-		dlock_lease_store_close(&s);
+		dlock_store_close(&s);
 		return DLOCK_ACQ_QUEUED;
 	}
 
 	/* another open transaction works on this key: do not wait for it */
 	if (!dlock_key_trylock(&kl, ExclusiveLock))
 	{
-		dlock_lease_store_close(&s);
+		dlock_store_close(&s);
 		return DLOCK_ACQ_LOCKED;
 	}
 
@@ -181,7 +182,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		{
 			*expires_at = l.expires_at;
 			dlock_key_unlock(&kl, ExclusiveLock);
-			dlock_lease_store_close(&s);
+			dlock_store_close(&s);
 			return DLOCK_ACQ_BUSY;
 		}
 		lease_write_extend(&s, key, &l, ttl_us, *expires_at);
@@ -196,7 +197,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		res = l.held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
 		dlock_xact_note_key(&kl);
 	}
-	dlock_lease_store_close(&s);
+	dlock_store_close(&s);
 	if (res != DLOCK_ACQ_EXTENDED)
 		maybe_cleanup();
 	return res;
@@ -210,7 +211,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
  * the lease; false with the lock given back otherwise.
  */
 static bool
-lock_held_lease(LeaseStore *s, text *key, text *holder, Oid role,
+lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 				bool has_token, int64 token, LOCKMODE mode, DlockLease *l,
 				TimestampTz *now)
 {
@@ -234,7 +235,7 @@ lock_held_lease(LeaseStore *s, text *key, text *holder, Oid role,
 bool
 dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 {
-	LeaseStore	s;
+	DlockStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
@@ -250,7 +251,7 @@ dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 		lease_write_free(&s, key, &l, now);
 		dlock_xact_note_key(&kl);
 	}
-	dlock_lease_store_close(&s);
+	dlock_store_close(&s);
 	if (ok)
 		dlock_release_async_end();
 	return ok;
@@ -260,7 +261,7 @@ bool
 dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 				  int64 token)
 {
-	LeaseStore	s;
+	DlockStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
@@ -274,7 +275,7 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 			ttl_us = l.ttl_us;
 		lease_write_extend(&s, key, &l, ttl_us, now + ttl_us);
 	}
-	dlock_lease_store_close(&s);
+	dlock_store_close(&s);
 	return ok;
 }
 
@@ -286,7 +287,7 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 bool
 dlock_lease_validate(text *key, text *holder, int64 token)
 {
-	LeaseStore	s;
+	DlockStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
@@ -302,7 +303,7 @@ dlock_lease_validate(text *key, text *holder, int64 token)
 	}
 	else
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
-	dlock_lease_store_close(&s);
+	dlock_store_close(&s);
 	return ok;
 }
 
@@ -314,7 +315,7 @@ dlock_lease_release_all(text *holder)
 	Datum		values[2];
 	SPIPlanPtr	plan;
 	DlockSpi	spi;
-	LeaseStore	s;
+	DlockStore	s;
 	uint64		n;
 	text	  **keys;
 	int64		freed = 0;
@@ -349,7 +350,7 @@ dlock_lease_release_all(text *holder)
 			freed++;
 		}
 	}
-	dlock_lease_store_close(&s);
+	dlock_store_close(&s);
 	dlock_spi_end(&spi);
 	if (freed > 0)
 		dlock_release_async_end();
@@ -361,7 +362,7 @@ bool
 dlock_lease_force_release(text *key)
 {
 	DlockKeyLock kl = lease_keylock(key);
-	LeaseStore	s;
+	DlockStore	s;
 	DlockLease	l;
 	TimestampTz now;
 	bool		ok;
@@ -378,7 +379,7 @@ dlock_lease_force_release(text *key)
 	}
 	else
 		dlock_key_unlock(&kl, ExclusiveLock);
-	dlock_lease_store_close(&s);
+	dlock_store_close(&s);
 	return ok;
 }
 

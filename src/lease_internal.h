@@ -8,27 +8,18 @@
 #ifndef DLOCK_LEASE_INTERNAL_H
 #define DLOCK_LEASE_INTERNAL_H
 
-#include "utils/relcache.h"
-
 #include "dlock.h"
+#include "store.h"
 
 /* xact.c */
 extern void dlock_xact_note_key(const DlockKeyLock *key);
 extern void dlock_release_async_begin(void);
 extern void dlock_release_async_end(void);
 
-/* lease_store.c: dlock.lease opened for one call */
-typedef struct LeaseStore
-{
-	Relation	rel;
-	Relation	idx;			/* its primary key, its only index */
-	struct IndexInfo *index_info;	/* built on first index insert */
-} LeaseStore;
-
-extern void dlock_lease_store_open(LeaseStore *s);
-extern void dlock_lease_store_close(LeaseStore *s);
-extern void dlock_lease_store_fetch(LeaseStore *s, text *key, DlockLease *l);
-extern void dlock_lease_store_write(LeaseStore *s, text *key,
+/* lease_store.c: dlock.lease, opened for one call (store.h) */
+extern void dlock_lease_store_open(DlockStore *s);
+extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
+extern void dlock_lease_store_write(DlockStore *s, text *key,
 									const DlockLease *v);
 
 /* lease.c */

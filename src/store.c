@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.c
+ *		Direct access to dlock's own tables: open one with its primary key
+ *		index, and look a row up by its primary key at the latest
+ *		committed state, without SPI.
+ *
+ * The calls that read one row by key on every use (every lease call, the
+ * per-row claim fence) come here instead of going through the executor:
+ * no plan to revalidate, no executor state, no planner settings to pin.
+ * Like spi_access.c, lookups see the latest committed state plus this
+ * transaction's own changes (GetLatestSnapshot), so that a lease is
+ * judged by what is committed now also under REPEATABLE READ.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
+#include "executor/tuptable.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "dlock.h"
+#include "store.h"
+
+/*
+ * Open table dlock.<name> and its primary key index with the locks an
+ * UPDATE takes, kept to the end of the transaction.  natts is the number
+ * of columns dlock--*.sql gives it; a table that no longer looks like
+ * that is an error.
+ */
+void
+dlock_store_open(DlockStore *s, const char *name, int natts)
+{
+	Oid			nsp = get_namespace_oid(DLOCK_SCHEMA, true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
+	Oid			pkey;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s.%s of extension dlock does not exist",
+						DLOCK_SCHEMA, name),
+				 errhint("Run CREATE EXTENSION dlock in this database.")));
+	s->rel = table_open(relid, RowExclusiveLock);
+	pkey = RelationGetPrimaryKeyIndex(s->rel);
+	if (RelationGetDescr(s->rel)->natts != natts ||
+		s->rel->rd_rel->relkind != RELKIND_RELATION || !OidIsValid(pkey))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s.%s of extension dlock has been altered",
+						DLOCK_SCHEMA, name),
+				 errhint("Drop and re-create the extension dlock.")));
+	s->idx = index_open(pkey, RowExclusiveLock);
+	s->slot = table_slot_create(s->rel, NULL);
+}
+
+void
+dlock_store_close(DlockStore *s)
+{
+	ExecDropSingleTupleTableSlot(s->slot);
+	index_close(s->idx, NoLock);
+	table_close(s->rel, NoLock);
+}
+
+/*
+ * Find the row whose primary key equals the nkeys scan keys (index
+ * columns 1..nkeys, set up by the caller with ScanKeyEntryInitialize) at
+ * the latest committed state.  On success its columns are in s->slot
+ * (slot_getallattrs done) and its version's tid in s->slot->tts_tid;
+ * the values are valid until the next call.
+ */
+bool
+dlock_store_fetch(DlockStore *s, ScanKey keys, int nkeys)
+{
+	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+	IndexScanDesc scan;
+	bool		found;
+
+	ExecClearTuple(s->slot);
+	scan = index_beginscan(s->rel, s->idx, snap, nkeys, 0);
+	index_rescan(scan, keys, nkeys, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, s->slot);
+	if (found)
+	{
+		/* a copy of its own: the values stay valid after the scan */
+		ExecMaterializeSlot(s->slot);
+		slot_getallattrs(s->slot);
+	}
+	index_endscan(scan);
+	UnregisterSnapshot(snap);
+	return found;
+}

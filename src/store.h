@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.h
+ *		Direct access to dlock's own tables (store.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_STORE_H
+#define DLOCK_STORE_H
+
+#include "access/skey.h"
+#include "executor/tuptable.h"
+#include "utils/relcache.h"
+
+/* one of dlock's tables, opened for one call */
+typedef struct DlockStore
+{
+	Relation	rel;
+	Relation	idx;			/* its primary key */
+	TupleTableSlot *slot;		/* the row last fetched */
+	struct IndexInfo *index_info;	/* lease_store.c: built on first insert */
+} DlockStore;
+
+extern void dlock_store_open(DlockStore *s, const char *name, int natts);
+extern void dlock_store_close(DlockStore *s);
+extern bool dlock_store_fetch(DlockStore *s, ScanKey keys, int nkeys);
+
+#endif							/* DLOCK_STORE_H */
