@@ -32,7 +32,7 @@ OBJS = \
 	src/claim_funcs.o \
 	src/views.o
 
-DATA = dlock--0.1.sql
+DATA = dlock--0.1.sql dlock--0.1--0.2.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out

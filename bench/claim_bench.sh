@@ -18,9 +18,12 @@
 #
 #   dlock     claim:    SELECT ... FROM dlock_claim(NULL::jobs_dl, 'w<client>', 100,
 #                                                   '5 min', 'status = 0')
-#             complete: WITH done AS (UPDATE jobs_dl SET status = 1 WHERE id = ANY(ids)
-#                                      AND dlock_claimed('jobs_dl', id, holder) RETURNING id)
-#                       SELECT dlock_unclaim('jobs_dl', holder, ARRAY(SELECT id FROM done))
+#             complete: UPDATE jobs_dl SET status = 1
+#                         FROM dlock_complete('jobs_dl', holder, ids) AS done(id)
+#                        WHERE jobs_dl.id = done.id
+#                       (fence and give-back in one call; MAIN_VARIANTS can add
+#                       dlock_unclaim: the fence dlock_claimed per row, then
+#                       dlock_unclaim of the done ids)
 #   hand      the hand-written side-table claim: anti-join on side_claim +
 #             FOR UPDATE SKIP LOCKED + conditional insert (INSERT ... ON CONFLICT
 #             DO UPDATE ... WHERE expired) in one statement; completion (one
@@ -57,6 +60,8 @@
 #   DURATION=8      seconds per pgbench run
 #   CLIENTS="1 4 16"
 #   SECTIONS="main stats nounclaim perrow"
+#   MAIN_VARIANTS="dlock hand intable"   add dlock_unclaim for dlock completing
+#                   the 0.1 way (dlock_claimed per row, then dlock_unclaim)
 #   BUILD=1         build and install dlock from this checkout first (0: use
 #                   the installed one)
 #   KEEP=0          1: keep the work directory (cluster, logs, raw results)
@@ -77,6 +82,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-8}
 CLIENTS=${CLIENTS:-"1 4 16"}
 SECTIONS=${SECTIONS:-"main stats nounclaim perrow"}
+MAIN_VARIANTS=${MAIN_VARIANTS:-"dlock hand intable"}
 BUILD=${BUILD:-1}
 KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
@@ -142,26 +148,33 @@ SQL
 
 # ---------------------------------------------------------------- scripts
 # dlock; TABLE and TTL are substituted per run
-dl_script() {   # dl_script TABLE TTL UNCLAIM(0/1)
+dl_script() {   # dl_script TABLE TTL complete|unclaim|fence
     cat <<EOF
 SELECT coalesce(string_agg(id::text, ','), 'NULL') AS ids, count(*) AS n
   FROM dlock_claim(NULL::$1, 'w:client_id', 100, '$2', 'status = 0') \gset
 \if :n > 0
 EOF
-    if [ "$3" = 1 ]; then
-        cat <<EOF
+    case $3 in
+        complete) cat <<EOF
+UPDATE $1 SET status = 1
+  FROM dlock_complete('$1', 'w:client_id', ARRAY[:ids]::bigint[]) AS done(id)
+ WHERE $1.id = done.id;
+EOF
+            ;;
+        unclaim) cat <<EOF
 WITH done AS (
     UPDATE $1 SET status = 1
      WHERE id = ANY (ARRAY[:ids]::bigint[]) AND dlock_claimed('$1', id, 'w:client_id')
     RETURNING id)
 SELECT dlock_unclaim('$1', 'w:client_id', ARRAY(SELECT id FROM done));
 EOF
-    else
-        cat <<EOF
+            ;;
+        fence) cat <<EOF
 UPDATE $1 SET status = 1
  WHERE id = ANY (ARRAY[:ids]::bigint[]) AND dlock_claimed('$1', id, 'w:client_id');
 EOF
-    fi
+            ;;
+    esac
     echo '\endif'
 }
 hw_script() {
@@ -209,10 +222,11 @@ EOF
 }
 SCRIPTS=$WORK/scripts
 mkdir -p "$SCRIPTS"
-dl_script jobs_dl '5 min' 1 >"$SCRIPTS/dlock.pgb"
-dl_script jobs_dl '5 min' 0 >"$SCRIPTS/dlock_nounclaim.pgb"
-dl_script jobs_dl '2 s' 0 >"$SCRIPTS/dlock_nounclaim_2s.pgb"
-dl_script jobs_1k '5 min' 1 >"$SCRIPTS/dlock_1k.pgb"
+dl_script jobs_dl '5 min' complete >"$SCRIPTS/dlock.pgb"
+dl_script jobs_dl '5 min' unclaim >"$SCRIPTS/dlock_unclaim.pgb"
+dl_script jobs_dl '5 min' fence >"$SCRIPTS/dlock_nounclaim.pgb"
+dl_script jobs_dl '2 s' fence >"$SCRIPTS/dlock_nounclaim_2s.pgb"
+dl_script jobs_1k '5 min' complete >"$SCRIPTS/dlock_1k.pgb"
 hw_script >"$SCRIPTS/hand.pgb"
 sed 's/jobs_hw/jobs_1k/g' "$SCRIPTS/hand.pgb" >"$SCRIPTS/hand_1k.pgb"
 it_script >"$SCRIPTS/intable.pgb"
@@ -297,7 +311,7 @@ if [[ " $SECTIONS " == *" main "* ]]; then
     echo "==> main: rows claimed+completed per second, batch 100, $ROWS rows, ${DURATION}s runs, $ROUNDS rounds"
     for r in $(seq 1 "$ROUNDS"); do
         for c in $CLIENTS; do
-            for v in dlock hand intable; do
+            for v in $MAIN_VARIANTS; do
                 run main "$v" "$v" "$c" "$r"
             done
         done
@@ -313,6 +327,12 @@ if [[ " $SECTIONS " == *" main "* ]]; then
         say "scaling 4 -> 16 workers: dlock $(ratio "$(median main dlock 16)" "$(median main dlock 4)")x," \
             "hand $(ratio "$(median main hand 16)" "$(median main hand 4)")x," \
             "in-table $(ratio "$(median main intable 16)" "$(median main intable 4)")x"
+    fi
+    if [[ " $MAIN_VARIANTS " == *" dlock_unclaim "* ]]; then
+        for c in $CLIENTS; do
+            u=$(median main dlock_unclaim "$c")
+            say "  dlock completing with dlock_claimed + dlock_unclaim (0.1's way), $c workers: $u rows/s, $(ratio "$u" "$(median main hand "$c")")x hand"
+        done
     fi
     say "targets: dlock/hand >= 1.0 and dlock/in-table >= 0.5 at every worker count"
     say "failed transactions (all runs): $(awk -F'\t' '$1 == "main" { print $2 ": " $7 }' "$RAW" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
@@ -372,7 +392,7 @@ fi
 if [[ " $SECTIONS " == *" nounclaim "* ]]; then
     echo "==> nounclaim: dlock completing with the fence only (no dlock_unclaim), 4 workers"
     for r in $(seq 1 "$ROUNDS"); do
-        run nounclaim "dlock with unclaim" dlock 4 "$r"
+        run nounclaim "dlock_complete" dlock 4 "$r"
         run nounclaim "no unclaim, ttl 5min" dlock_nounclaim 4 "$r"
         run nounclaim "no unclaim, ttl 2s" dlock_nounclaim_2s 4 "$r"
     done

@@ -69,6 +69,8 @@ extern void dlock_claim_rows(const ClaimRequest *req,
 extern bool dlock_claim_check(const ClaimTarget *t, text *key, text *holder);
 extern int64 dlock_claim_unclaim(const ClaimTarget *t, text *holder,
 								 text **keys, int nkeys);
+extern int	dlock_claim_complete(const ClaimTarget *t, text *holder,
+								 text **keys, int nkeys, bool *done);
 extern int64 dlock_claim_renew(const ClaimTarget *t, text *holder,
 							   int64 ttl_us);
 extern int64 dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys);

@@ -50,9 +50,13 @@ arg_sql_text(FunctionCallInfo fcinfo, int argno, const char *what)
 	return s;
 }
 
-/* the key texts of the elements of an array argument */
+/*
+ * The key texts of the elements of an array argument; *elems_out (if
+ * given) gets the elements themselves.
+ */
 static text **
-arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n)
+arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n,
+		 Datum **elems_out)
 {
 	ArrayType  *arr;
 	Oid			elemtype;
@@ -81,6 +85,8 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n)
 		keys[i] = dlock_claim_key_text(t, elems[i], elemtype);
 	}
 	dlock_claim_io_end(io);
+	if (elems_out)
+		*elems_out = elems;
 	return keys;
 }
 
@@ -184,10 +190,69 @@ dlock_unclaim_sql(PG_FUNCTION_ARGS)
 	int			nkeys = 0;
 
 	if (PG_NARGS() > 2)
-		keys = arg_keys(fcinfo, 2, t, &nkeys);
+		keys = arg_keys(fcinfo, 2, t, &nkeys, NULL);
 	PreventCommandDuringRecovery("dlock_unclaim()");
 	PreventCommandIfReadOnly("dlock_unclaim()");
 	PG_RETURN_INT64(dlock_claim_unclaim(t, holder, keys, nkeys));
+}
+
+/*
+ * dlock_complete(tbl regclass, holder text, keys anyarray)
+ *		RETURNS SETOF anyelement
+ *
+ * Completion and its fence in one call: gives back the holder's (and the
+ * calling role's) live claims on the rows of tbl with these primary keys,
+ * and returns those keys, in the order given, each once.  Keys whose
+ * claim the holder no longer holds (expired, taken over, never claimed)
+ * are left out.  Nobody can claim the returned rows again before the
+ * calling transaction ends; if it rolls back, the claims are the holder's
+ * again.  NULL arguments and more than DLOCK_MAX_CLAIM_BATCH keys are
+ * errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_complete_sql);
+Datum
+dlock_complete_sql(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const ClaimTarget *t = arg_table(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	Datum	   *elems;
+	int			nkeys;
+	text	  **keys = arg_keys(fcinfo, 2, t, &nkeys, &elems);
+	text	  **sorted;
+	int			nsorted;
+	bool	   *done;
+
+	if (nkeys > DLOCK_MAX_CLAIM_BATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dlock_complete() takes at most %d keys", DLOCK_MAX_CLAIM_BATCH),
+				 errdetail("%d keys were given.", nkeys),
+				 errhint("Complete the rows in batches, or give claims back without a fence with dlock_unclaim().")));
+	PreventCommandDuringRecovery("dlock_complete()");
+	PreventCommandIfReadOnly("dlock_complete()");
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	sorted = palloc(sizeof(text *) * Max(nkeys, 1));
+	memcpy(sorted, keys, sizeof(text *) * nkeys);
+	nsorted = dlock_sort_unique_keys(sorted, nkeys);
+	done = palloc(sizeof(bool) * Max(nsorted, 1));
+	(void) dlock_claim_complete(t, holder, sorted, nsorted, done);
+
+	for (int i = 0; i < nkeys; i++)
+	{
+		text	  **hit = bsearch(&keys[i], sorted, nsorted, sizeof(text *),
+								  dlock_text_cmp);
+		bool		isnull = false;
+
+		if (hit != NULL && done[hit - sorted])
+		{
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 &elems[i], &isnull);
+			done[hit - sorted] = false; /* each key once */
+		}
+	}
+	return (Datum) 0;
 }
 
 /*
@@ -223,7 +288,7 @@ dlock_reset_claims_sql(PG_FUNCTION_ARGS)
 {
 	const ClaimTarget *t = arg_table(fcinfo, 0);
 	int			nkeys;
-	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys);
+	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys, NULL);
 
 	PreventCommandDuringRecovery("dlock_reset_claims()");
 	PreventCommandIfReadOnly("dlock_reset_claims()");

@@ -43,27 +43,25 @@ claim_held(Oid relid, text *key, text *holder, Oid role)
 {
 	DlockStore	s;
 	ScanKeyData skeys[2];
+	TupleTableSlot *slot;
 	bool		held = false;
 
 	dlock_store_open(&s, "claim", Natts_claim);
+	slot = s.slot;
 	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(relid));
 	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
 						   s.idx->rd_indcollation[1], F_TEXTEQ,
 						   PointerGetDatum(key));
-	if (dlock_store_fetch(&s, skeys, 2))
+	if (dlock_store_fetch(&s, skeys, 2) &&
+		!slot->tts_isnull[Anum_claim_holder - 1])
 	{
-		TupleTableSlot *slot = s.slot;
+		text	   *h = DatumGetTextPP(slot->tts_values[Anum_claim_holder - 1]);
 
-		if (!slot->tts_isnull[Anum_claim_holder - 1])
-		{
-			text	   *h = DatumGetTextPP(slot->tts_values[Anum_claim_holder - 1]);
-
-			held = DatumGetTimestampTz(slot->tts_values[Anum_claim_expires_at - 1]) >
-				GetCurrentTimestamp() &&
-				DatumGetObjectId(slot->tts_values[Anum_claim_owner - 1]) == role &&
-				dlock_text_cmp(&h, &holder) == 0;
-		}
+		held = DatumGetTimestampTz(slot->tts_values[Anum_claim_expires_at - 1]) >
+			GetCurrentTimestamp() &&
+			DatumGetObjectId(slot->tts_values[Anum_claim_owner - 1]) == role &&
+			dlock_text_cmp(&h, &holder) == 0;
 	}
 	dlock_store_close(&s);
 	return held;
@@ -236,6 +234,65 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 						delete_holder_claims, &arg);
 	dlock_spi_end(&spi);
 	return n;
+}
+
+/*
+ * Completion: give back the holder's live claims on these rows (sorted,
+ * without duplicates) and keep each one's exclusive key lock to the end of
+ * the transaction, so that it is also the fence: until the transaction
+ * ends nobody can claim these rows again, and if it rolls back the claims
+ * are still the holder's.  done[i] says whether keys[i] was given back.
+ * Only the keys the holder holds are locked, in key order, as in
+ * dlock_claim_unclaim; the caller bounds nkeys.
+ */
+int
+dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
+					 int nkeys, bool *done)
+{
+	Oid			types[4] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
+	Datum		values[4];
+	DlockSpi	spi;
+	SPIPlanPtr	plan;
+	text	  **held;
+	int			nheld;
+	uint64		ndone;
+
+	memset(done, 0, sizeof(bool) * nkeys);
+	dlock_spi_begin(&spi);
+	held = holder_keys(t->relid, holder, spi.caller, keys, nkeys, &nheld);
+	if (nheld == 0)
+	{
+		dlock_spi_end(&spi);
+		return 0;
+	}
+	lock_keys(t->relid, held, nheld, ExclusiveLock);
+
+	values[0] = ObjectIdGetDatum(t->relid);
+	values[1] = dlock_text_array(held, nheld);
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(spi.caller);
+	plan = dlock_spi_plan(Q_CLAIM_COMPLETE,
+						  "DELETE FROM " DLOCK_SCHEMA ".claim"
+						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+						  "   AND holder" EQ "$3 AND owner" EQ "$4"
+						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+						  " RETURNING key",
+						  4, types);
+	ndone = dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE_RETURNING);
+	for (uint64 r = 0; r < ndone; r++)
+	{
+		bool		isnull;
+		text	   *key = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[r],
+													   SPI_tuptable->tupdesc,
+													   1, &isnull));
+		text	  **hit = bsearch(&key, keys, nkeys, sizeof(text *),
+								  dlock_text_cmp);
+
+		if (hit != NULL)
+			done[hit - keys] = true;
+	}
+	dlock_spi_end(&spi);
+	return (int) ndone;
 }
 
 /* extend the holder's live claims on these keys */
