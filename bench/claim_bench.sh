@@ -47,7 +47,8 @@
 #             statistics during the run), and the normal case (autovacuum
 #             on), at 4 workers, for dlock (dlock.claim) and hand (side_claim)
 #   nounclaim dlock completing with the fence only (the issue's own example,
-#             no dlock_unclaim): completed rows keep their claim until it
+#             dlock_claimed, no give-back) against dlock_complete: completed
+#             rows keep their claim until it
 #             expires; at 4 workers, ttl 5 min and ttl 2 s
 #   perrow    cost per claimed+completed row at 1 worker: a 1,000-row table vs
 #             the ROWS-row table (pgbench latency of 10 batches of 100)
@@ -397,11 +398,11 @@ if [[ " $SECTIONS " == *" nounclaim "* ]]; then
         run nounclaim "no unclaim, ttl 2s" dlock_nounclaim_2s 4 "$r"
     done
     say ""
-    say "dlock without dlock_unclaim after completing (4 workers, rows/s, median of $ROUNDS):"
-    w=$(median nounclaim "dlock with unclaim" 4)
+    say "dlock completing with the fence only, claims left to expire (4 workers, rows/s, median of $ROUNDS):"
+    w=$(median nounclaim "dlock_complete" 4)
     for v in "no unclaim, ttl 5min" "no unclaim, ttl 2s"; do
         x=$(median nounclaim "$v" 4)
-        say "$(printf '  %-22s %8s   vs with unclaim %8s   ratio %s' "$v" "$x" "$w" "$(ratio "$x" "$w")")"
+        say "$(printf '  %-22s %8s   vs dlock_complete %8s   ratio %s' "$v" "$x" "$w" "$(ratio "$x" "$w")")"
     done
 fi
 
