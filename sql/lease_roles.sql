@@ -208,3 +208,21 @@ REVOKE CREATE ON SCHEMA public FROM regress_dlock_alice;
 SELECT count(*) AS leases_left FROM dlock_locks WHERE key LIKE 'roles:%';
 DROP ROLE regress_dlock_alice;
 DROP ROLE regress_dlock_bob;
+
+-- The first token on a timeline moves dlock.token_seq up to (timeline << 47)
+-- with setval.  In a fresh database that is done by whoever acquires first,
+-- also a role with no privileges on dlock's sequence: it must work (it runs
+-- as dlock's owner).  A database of its own, so that the token sequence of
+-- this one is not set back.
+CREATE DATABASE regress_dlock_fresh;
+\c regress_dlock_fresh
+CREATE EXTENSION dlock;
+CREATE ROLE regress_dlock_first NOLOGIN;
+SELECT setval('dlock.token_seq', 5) AS sequence_set_back;
+SET ROLE regress_dlock_first;
+SELECT dlock_acquire('fresh', 'h') > (pg_catalog.int8 '1' << 47) AS first_token_on_timeline;
+SELECT current_user AS still_the_caller;
+RESET ROLE;
+\c contrib_regression
+DROP DATABASE regress_dlock_fresh;
+DROP ROLE regress_dlock_first;

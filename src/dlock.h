@@ -71,6 +71,7 @@ typedef struct DlockSpi
 } DlockSpi;
 
 struct _SPI_plan;
+extern Oid	dlock_schema_owner(void);
 extern void dlock_spi_begin(DlockSpi *ctx);
 extern void dlock_spi_end(DlockSpi *ctx);
 extern void dlock_spi_as_caller(DlockSpi *ctx);

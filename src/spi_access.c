@@ -39,7 +39,7 @@
 static SPIPlanPtr plans[DLOCK_NUM_QUERIES];
 
 /* owner of dlock's internal schema */
-static Oid
+Oid
 dlock_schema_owner(void)
 {
 	Oid			nsp = get_namespace_oid(DLOCK_SCHEMA, true);

@@ -28,6 +28,7 @@
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
@@ -83,8 +84,22 @@ dlock_next_token(void)
 		v = nextval_internal(seq, false);
 		if (v <= base)
 		{
+			/*
+			 * setval checks privileges, and the caller has none on dlock's
+			 * sequence: do it as the owner of dlock's objects, as the SQL
+			 * paths do (spi_access.c).  An error restores the caller's
+			 * identity through transaction abort.
+			 */
+			Oid			save_user;
+			int			save_sec;
+
+			GetUserIdAndSecContext(&save_user, &save_sec);
+			SetUserIdAndSecContext(dlock_schema_owner(),
+								   save_sec | SECURITY_LOCAL_USERID_CHANGE |
+								   SECURITY_RESTRICTED_OPERATION);
 			DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq),
 								Int64GetDatum(base));
+			SetUserIdAndSecContext(save_user, save_sec);
 			v = nextval_internal(seq, false);
 		}
 		dlock_key_unlock(&bump, ExclusiveLock);
