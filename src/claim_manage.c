@@ -242,8 +242,11 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
  * the transaction, so that it is also the fence: until the transaction
  * ends nobody can claim these rows again, and if it rolls back the claims
  * are still the holder's.  done[i] says whether keys[i] was given back.
- * Only the keys the holder holds are locked, in key order, as in
- * dlock_claim_unclaim; the caller bounds nkeys.
+ *
+ * Like dlock_claimed, it locks first and reads under the lock: all keys,
+ * in key order (the caller bounds nkeys), then one DELETE of the holder's
+ * live claims among them; the locks of keys it did not give back are
+ * released at once, so a caller cannot keep rows it does not hold locked.
  */
 int
 dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
@@ -253,22 +256,16 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 	Datum		values[4];
 	DlockSpi	spi;
 	SPIPlanPtr	plan;
-	text	  **held;
-	int			nheld;
 	uint64		ndone;
 
 	memset(done, 0, sizeof(bool) * nkeys);
-	dlock_spi_begin(&spi);
-	held = holder_keys(t->relid, holder, spi.caller, keys, nkeys, &nheld);
-	if (nheld == 0)
-	{
-		dlock_spi_end(&spi);
+	if (nkeys == 0)
 		return 0;
-	}
-	lock_keys(t->relid, held, nheld, ExclusiveLock);
+	dlock_spi_begin(&spi);
+	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
 
 	values[0] = ObjectIdGetDatum(t->relid);
-	values[1] = dlock_text_array(held, nheld);
+	values[1] = dlock_text_array(keys, nkeys);
 	values[2] = PointerGetDatum(holder);
 	values[3] = ObjectIdGetDatum(spi.caller);
 	plan = dlock_spi_plan(Q_CLAIM_COMPLETE,
@@ -290,6 +287,15 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 
 		if (hit != NULL)
 			done[hit - keys] = true;
+	}
+	for (int i = 0; i < nkeys; i++)
+	{
+		if (!done[i])
+		{
+			DlockKeyLock kl = dlock_claim_keylock(t->relid, keys[i]);
+
+			dlock_key_unlock(&kl, ExclusiveLock);
+		}
 	}
 	dlock_spi_end(&spi);
 	return (int) ndone;
