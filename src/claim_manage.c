@@ -189,7 +189,10 @@ typedef struct HolderArg
 	int64		ttl_us;
 } HolderArg;
 
-/* delete the holder's live claims on these keys (locked by the caller) */
+/*
+ * Delete the holder's live claims on these keys (locked by the caller);
+ * returns how many.  The deleted keys are left in SPI_tuptable.
+ */
 static int64
 delete_holder_claims(Oid relid, text **keys, int n, void *arg)
 {
@@ -209,9 +212,10 @@ delete_holder_claims(Oid relid, text **keys, int n, void *arg)
 						  "DELETE FROM " DLOCK_SCHEMA ".claim"
 						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
 						  "   AND holder" EQ "$3 AND owner" EQ "$4"
-						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
+						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+						  " RETURNING key",
 						  4, types);
-	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE_RETURNING);
 }
 
 /*
@@ -252,31 +256,19 @@ int
 dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 					 int nkeys, bool *done)
 {
-	Oid			types[4] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
-	Datum		values[4];
 	DlockSpi	spi;
-	SPIPlanPtr	plan;
-	uint64		ndone;
+	HolderArg	arg;
+	int64		ndone;
 
 	memset(done, 0, sizeof(bool) * nkeys);
 	if (nkeys == 0)
 		return 0;
 	dlock_spi_begin(&spi);
 	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
-
-	values[0] = ObjectIdGetDatum(t->relid);
-	values[1] = dlock_text_array(keys, nkeys);
-	values[2] = PointerGetDatum(holder);
-	values[3] = ObjectIdGetDatum(spi.caller);
-	plan = dlock_spi_plan(Q_CLAIM_COMPLETE,
-						  "DELETE FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-						  "   AND holder" EQ "$3 AND owner" EQ "$4"
-						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-						  " RETURNING key",
-						  4, types);
-	ndone = dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE_RETURNING);
-	for (uint64 r = 0; r < ndone; r++)
+	arg.holder = holder;
+	arg.role = spi.caller;
+	ndone = delete_holder_claims(t->relid, keys, nkeys, &arg);
+	for (int64 r = 0; r < ndone; r++)
 	{
 		bool		isnull;
 		text	   *key = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[r],
