@@ -13,6 +13,8 @@
 #
 #   dlock     the waiter sleeps in dlock_acquire(key, 'waiter', '60 s', wait => '10 s');
 #             the releaser calls dlock_release(key, 'releaser')
+#   dlock_noyield  (not run by default) the same with dlock.handoff_yield = off
+#             in the releasing session: what that setting is worth
 #   advisory  the waiter blocks in pg_advisory_lock(k); the releaser calls
 #             pg_advisory_unlock(k) (session locks)
 #   poll      what a hand-written lease does without wake-ups: the waiter
@@ -189,7 +191,7 @@ SELECT s.variant, s.n, s.failed,
        round(s.rel50::numeric, 3) AS "p50 call",
        round(s.after50::numeric, 3) AS "p50 after"
 FROM s LEFT JOIN a ON true
-ORDER BY array_position(ARRAY['dlock', 'advisory', 'poll'], s.variant);
+ORDER BY array_position(ARRAY['dlock', 'dlock_noyield', 'advisory', 'poll'], s.variant);
 
 \pset tuples_only on
 \echo 'Targets (issue 4):'

@@ -100,6 +100,14 @@ my %v = (
         release => "SELECT clock_timestamp() AS t0, dlock_release('$KEY', 'releaser') AS rel, clock_timestamp() AS t0b \\gset",
         undo    => "SELECT dlock_release('$KEY', 'waiter');",
     },
+    # dlock with dlock.handoff_yield off in the releasing session
+    dlock_noyield => {
+        take    => "SET dlock.handoff_yield = off;\nSELECT dlock_acquire('$KEY', 'releaser', '60 s') IS NOT NULL;",
+        wait    => "SELECT dlock_acquire('$KEY', 'waiter', '60 s', '10 s') IS NOT NULL AS got, clock_timestamp() AS t1 \\gset",
+        waiting => "SELECT count(*) FROM dlock_waiters WHERE pid = $wpid;",
+        release => "SELECT clock_timestamp() AS t0, dlock_release('$KEY', 'releaser') AS rel, clock_timestamp() AS t0b \\gset\nRESET dlock.handoff_yield;",
+        undo    => "SELECT dlock_release('$KEY', 'waiter');",
+    },
     advisory => {
         take    => "SELECT pg_advisory_lock($ADV) IS NOT NULL;",
         wait    => "SELECT pg_advisory_lock($ADV) IS NOT NULL AS got, clock_timestamp() AS t1 \\gset",

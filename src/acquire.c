@@ -15,11 +15,11 @@
 #include "shmem.h"
 
 static DlockAcquireResult
-attempt(text *key, text *holder, int64 ttl_us, uint64 hash, int64 *token,
-		TimestampTz *expires_at)
+attempt(text *key, text *holder, int64 ttl_us, uint64 hash, bool woken,
+		int64 *token, TimestampTz *expires_at)
 {
 	return dlock_lease_try_acquire(key, holder, ttl_us,
-								   dlock_wait_queue_blocks(hash),
+								   dlock_wait_queue_blocks(hash), woken,
 								   token, expires_at);
 }
 
@@ -52,8 +52,9 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	TimestampTz start;
 	TimestampTz deadline;
 	DlockAcquireResult r;
+	bool		woken;
 
-	r = attempt(key, holder, ttl_us, hash, token, &expires_at);
+	r = attempt(key, holder, ttl_us, hash, false, token, &expires_at);
 	if (DLOCK_ACQ_OK(r))
 	{
 		count_grant(r, false);
@@ -79,8 +80,8 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 			/* a lease nobody releases: wake when it runs out */
 			if (r == DLOCK_ACQ_BUSY && expires_at > now && expires_at < wake_at)
 				wake_at = expires_at;
-			dlock_wait_sleep(wake_at - now);
-			r = attempt(key, holder, ttl_us, hash, token, &expires_at);
+			woken = dlock_wait_sleep(wake_at - now);
+			r = attempt(key, holder, ttl_us, hash, woken, token, &expires_at);
 			if (DLOCK_ACQ_OK(r))
 				break;
 		}

@@ -19,6 +19,7 @@ PG_MODULE_MAGIC;
 
 int			dlock_poll_interval_ms = 10;
 int			dlock_idle_key_lifetime_s = 3600;
+bool		dlock_handoff_yield = true;
 
 void		_PG_init(void);
 
@@ -40,6 +41,15 @@ _PG_init(void)
 							3600, 0, 365 * 24 * 3600,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("dlock.handoff_yield",
+							 "Whether a transaction that wakes a waiter gives up the CPU to it at once.",
+							 "The woken waiter is often queued on the same CPU as the "
+							 "transaction that woke it; yielding lets it take the key "
+							 "before that transaction has finished answering its client.",
+							 &dlock_handoff_yield,
+							 true,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dlock");
 
 	if (process_shared_preload_libraries_in_progress)

@@ -144,6 +144,7 @@ typedef enum DlockAcquireResult
 extern DlockAcquireResult dlock_lease_try_acquire(text *key, text *holder,
 												  int64 ttl_us,
 												  bool queue_blocks,
+												  bool woken,
 												  int64 *token,
 												  TimestampTz *expires_at);
 extern bool dlock_lease_release(text *key, text *holder, bool has_token,
@@ -160,14 +161,16 @@ extern bool dlock_acquire(text *key, text *holder, int64 ttl_us,
 						  int64 wait_us, int64 *token);
 
 /* ---- wait.c: FIFO queues and sleeping ---- */
-extern void dlock_wait_wake_key(uint64 hash);
+extern bool dlock_wait_wake_key(uint64 hash);
+extern void dlock_wait_yield(void);
 extern bool dlock_wait_queue_blocks(uint64 hash);
 extern void dlock_wait_enqueue(uint64 hash, text *key, text *holder);
 extern void dlock_wait_leave(void);
-extern void dlock_wait_sleep(int64 timeout_us);
+extern bool dlock_wait_sleep(int64 timeout_us);
 
 /* ---- dlock.c: GUCs ---- */
 extern int	dlock_poll_interval_ms;
 extern int	dlock_idle_key_lifetime_s;
+extern bool dlock_handoff_yield;
 
 #endif							/* DLOCK_H */

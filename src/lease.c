@@ -15,9 +15,10 @@
  *
  * Protocol: every write happens under the key's heavyweight lock
  * (keylock.c), and every decision is taken on the latest committed row
- * read after that lock was granted.  Reads that can only end in "no"
- * (someone else's live lease) are done before taking the lock, so a
- * failed acquire writes no WAL and needs no transaction id.
+ * read after that lock was granted.  An acquire reads before taking the
+ * lock, so that a failed acquire (someone else's live lease) answers at
+ * once and takes no lock; release, renew and validate, which mostly come
+ * from the holder, take the lock first and read once.
  *
  *-------------------------------------------------------------------------
  */
@@ -135,10 +136,15 @@ maybe_cleanup(void)
 
 /*
  * One attempt to acquire; never waits.  See DlockAcquireResult.
+ *
+ * woken: the caller is a waiter just woken at the head of the key's queue,
+ * most likely because the lease was freed; it skips the unlocked read
+ * and goes straight for the key lock.  A waiter never holds the key it
+ * waits for, so a queue ahead of it always means DLOCK_ACQ_QUEUED.
  */
 DlockAcquireResult
 dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
-						bool queue_blocks, int64 *token,
+						bool queue_blocks, bool woken, int64 *token,
 						TimestampTz *expires_at)
 {
 	DlockKeyLock kl = lease_keylock(key);
@@ -148,22 +154,28 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 	TimestampTz now;
 	DlockAcquireResult res;
 
+	if (woken && queue_blocks)
+		return DLOCK_ACQ_QUEUED;
+
 	dlock_lease_store_open(&s);
 
-	/* someone else's live lease: answer at once, touching nothing */
-	dlock_lease_store_fetch(&s, key, &l);
-	if (lease_live(&l, GetCurrentTimestamp()) &&
-		!lease_is_ours(&l, holder, role))
+	if (!woken)
 	{
-		*expires_at = l.expires_at;
-		dlock_store_close(&s);
-		return DLOCK_ACQ_BUSY;
-	}
-	/* free, but waiters queue for it: they come first */
-	if (queue_blocks && !lease_is_ours(&l, holder, role))
-	{
-		dlock_store_close(&s);
-		return DLOCK_ACQ_QUEUED;
+		/* someone else's live lease: answer at once, touching nothing */
+		dlock_lease_store_fetch(&s, key, &l);
+		if (lease_live(&l, GetCurrentTimestamp()) &&
+			!lease_is_ours(&l, holder, role))
+		{
+			*expires_at = l.expires_at;
+			dlock_store_close(&s);
+			return DLOCK_ACQ_BUSY;
+		}
+		/* free, but waiters queue for it: they come first */
+		if (queue_blocks && !lease_is_ours(&l, holder, role))
+		{
+			dlock_store_close(&s);
+			return DLOCK_ACQ_QUEUED;
+		}
 	}
 
 	/* another open transaction works on this key: do not wait for it */
@@ -204,9 +216,10 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 }
 
 /*
- * Release, renew and validate share one shape: a quick read that can say
- * "no" without locking, then the key lock (waiting, so that a fenced
- * transaction finishes first), then the decision on the latest row.
+ * Release, renew and validate share one shape: the key lock, then the
+ * decision on the latest row.  When another transaction holds the key
+ * lock, a quick read first says "no" without waiting; only the holder
+ * waits for the lock (so that a fenced transaction finishes first).
  * Returns true with the lock held and *l filled in when the holder holds
  * the lease; false with the lock given back otherwise.
  */
@@ -217,11 +230,14 @@ lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 {
 	DlockKeyLock kl = lease_keylock(key);
 
-	dlock_lease_store_fetch(s, key, l);
-	if (!lease_held_by(l, holder, role, GetCurrentTimestamp(), has_token, token))
-		return false;
-
-	dlock_key_lock(&kl, mode);
+	if (!dlock_key_trylock(&kl, mode))
+	{
+		dlock_lease_store_fetch(s, key, l);
+		if (!lease_held_by(l, holder, role, GetCurrentTimestamp(), has_token,
+						   token))
+			return false;
+		dlock_key_lock(&kl, mode);
+	}
 	dlock_lease_store_fetch(s, key, l);
 	*now = GetCurrentTimestamp();
 	if (!lease_held_by(l, holder, role, *now, has_token, token))

@@ -30,6 +30,8 @@
  */
 #include "postgres.h"
 
+#include <sched.h>
+
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -72,24 +74,43 @@ queue_head_locked(uint64 hash)
 	return head;
 }
 
-static void
+static bool
 wake_head_locked(uint64 hash)
 {
 	int			head = queue_head_locked(hash);
 
-	if (head >= 0)
-		SetLatch(&ProcGlobal->allProcs[dlock_shared->slots[head].procno].procLatch);
+	if (head < 0)
+		return false;
+	SetLatch(&ProcGlobal->allProcs[dlock_shared->slots[head].procno].procLatch);
+	return true;
 }
 
-/* Wake the head waiter of a key, if anyone waits for it. */
-void
+/* Wake the head waiter of a key, if anyone waits for it; true if woken. */
+bool
 dlock_wait_wake_key(uint64 hash)
 {
+	bool		woke;
+
 	if (dlock_shared == NULL || pg_atomic_read_u32(&dlock_shared->nwaiters) == 0)
-		return;
+		return false;
 	LWLockAcquire(dlock_shared->lock, LW_SHARED);
-	wake_head_locked(hash);
+	woke = wake_head_locked(hash);
 	LWLockRelease(dlock_shared->lock);
+	return woke;
+}
+
+/*
+ * Give the CPU to a waiter just woken (dlock.handoff_yield).  The kernel
+ * often queues the woken backend on the waker's own CPU, where it would
+ * wait until the waker has finished its commit and answered its client;
+ * yielding lets it run now.  When nothing else is runnable on this CPU
+ * the call returns at once.
+ */
+void
+dlock_wait_yield(void)
+{
+	if (dlock_handoff_yield)
+		(void) sched_yield();
 }
 
 /* True when waiters queue for this key and this backend is not their head. */
@@ -173,14 +194,16 @@ dlock_wait_leave(void)
 }
 
 /*
- * Sleep up to timeout_us, or until woken.  Query cancel,
- * statement_timeout and termination end the sleep at once (their signal
- * handlers set the latch) and are raised here.
+ * Sleep up to timeout_us, or until woken; true when woken (the latch was
+ * set) rather than timed out.  Query cancel, statement_timeout and
+ * termination end the sleep at once (their signal handlers set the
+ * latch) and are raised here.
  */
-void
+bool
 dlock_wait_sleep(int64 timeout_us)
 {
 	long		ms;
+	int			rc = 0;
 
 	if (dlock_shared == NULL)
 		timeout_us = Min(timeout_us, (int64) dlock_poll_interval_ms * 1000);
@@ -189,11 +212,12 @@ dlock_wait_sleep(int64 timeout_us)
 	ms = (long) ((timeout_us + 999) / 1000);
 	if (ms > 0)
 	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 ms, PG_WAIT_EXTENSION);
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 	CHECK_FOR_INTERRUPTS();
+	return (rc & WL_LATCH_SET) != 0;
 }
 
 /*

@@ -119,18 +119,22 @@ dlock_xact_callback(XactEvent event, void *arg)
 
 /*
  * Waiters are woken once the transaction's locks are gone, so that the
- * woken backend finds the key lock free.
+ * woken backend finds the key lock free; then this backend yields the CPU
+ * to them (see dlock_wait_yield).
  */
 static void
 dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
 						bool isTopLevel, void *arg)
 {
 	ListCell   *lc;
+	bool		woke = false;
 
 	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !isTopLevel ||
 		touched_keys == NIL)
 		return;
 	foreach(lc, touched_keys)
-		dlock_wait_wake_key(*(uint64 *) lfirst(lc));
+		woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));
 	touched_keys = NIL;			/* memory goes with TopTransactionContext */
+	if (woke)
+		dlock_wait_yield();
 }
