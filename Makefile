@@ -27,6 +27,7 @@ OBJS = \
 	src/stats.o \
 	src/claim.o \
 	src/claim_manage.o \
+	src/claim_store.o \
 	src/claim_query.o \
 	src/claim_target.o \
 	src/claim_funcs.o \

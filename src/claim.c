@@ -236,9 +236,9 @@ mark_claimed(Candidate *c, int *order, int n, int64 *redelivered)
 /*
  * Write the claims of the claimable candidates and mark those written.
  * Under their key locks, the lookup in decide_claimable is final: rows
- * without a claim row get a plain INSERT (no speculative insertion), rows
- * with one an UPDATE that still writes only where the claim is free or
- * expired (and not poisoned).
+ * without a claim row get a plain insert (claim_store.c; no speculative
+ * insertion), rows with one an UPDATE that still writes only where the
+ * claim is free or expired (and not poisoned).
  */
 static int
 write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
@@ -274,16 +274,18 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 
 	if (nfresh > 0)
 	{
-		values[1] = dlock_text_array(fresh, nfresh);
-		plan = dlock_spi_plan(Q_CLAIM_INSERT,
-							  "INSERT INTO " DLOCK_SCHEMA ".claim"
-							  " (relid, key, holder, owner, token, ttl_us, claimed_at, expires_at, attempts)"
-							  " SELECT $1, k, $3, $4, $5, $6, $7, $8, 1"
-							  "   FROM pg_catalog.unnest($2) AS u(k)"
-							  " RETURNING key, attempts",
-							  8, types);
-		dlock_spi_run(plan, values, NULL, 0, SPI_OK_INSERT_RETURNING);
-		claimed += mark_claimed(c, order, n, redelivered);
+		/* no claim row yet: every one of them is written (claim_store.c) */
+		dlock_claim_store_insert(req->target->relid, fresh, nfresh, req->holder,
+								 role, token, req->ttl_us, now,
+								 now + req->ttl_us);
+		for (int i = 0; i < n; i++)
+		{
+			if (c[i].claimable && !c[i].has_row)
+			{
+				c[i].claimed = true;
+				claimed++;
+			}
+		}
 	}
 	if (nagain > 0)
 	{

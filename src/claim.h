@@ -52,6 +52,16 @@ extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
 											   const char *filter,
 											   const char *order_by);
 
+/* claim_store.c */
+extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
+								   Oid role);
+extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
+										  text *holder, Oid role, bool *done);
+extern void dlock_claim_store_insert(Oid relid, text **keys, int n,
+									 text *holder, Oid role, int64 token,
+									 int64 ttl_us, TimestampTz now,
+									 TimestampTz expires);
+
 /* claim.c */
 typedef struct ClaimRequest
 {

@@ -32,41 +32,6 @@
 #define EQ " OPERATOR(pg_catalog.=) "
 
 /* columns of dlock.claim that the fence reads (dlock--0.1.sql) */
-#define Natts_claim				10
-#define Anum_claim_holder		3
-#define Anum_claim_owner		4
-#define Anum_claim_expires_at	8
-
-/* holder and role hold an unexpired claim: read directly by primary key */
-static bool
-claim_held(Oid relid, text *key, text *holder, Oid role)
-{
-	DlockStore	s;
-	ScanKeyData skeys[2];
-	TupleTableSlot *slot;
-	bool		held = false;
-
-	dlock_store_open(&s, "claim", Natts_claim);
-	slot = s.slot;
-	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(relid));
-	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-						   s.idx->rd_indcollation[1], F_TEXTEQ,
-						   PointerGetDatum(key));
-	if (dlock_store_fetch(&s, skeys, 2) &&
-		!slot->tts_isnull[Anum_claim_holder - 1])
-	{
-		text	   *h = DatumGetTextPP(slot->tts_values[Anum_claim_holder - 1]);
-
-		held = DatumGetTimestampTz(slot->tts_values[Anum_claim_expires_at - 1]) >
-			GetCurrentTimestamp() &&
-			DatumGetObjectId(slot->tts_values[Anum_claim_owner - 1]) == role &&
-			dlock_text_cmp(&h, &holder) == 0;
-	}
-	dlock_store_close(&s);
-	return held;
-}
-
 /*
  * True when holder (and the calling role) holds an unexpired claim on the
  * row with this key; the share key lock kept to the end of the
@@ -84,7 +49,7 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	 * an expired claim, an unclaim) are short.
 	 */
 	dlock_key_lock(&kl, ShareLock);
-	ok = claim_held(t->relid, key, holder, GetUserId());
+	ok = dlock_claim_store_held(t->relid, key, holder, GetUserId());
 	if (!ok)
 	{
 		dlock_key_unlock(&kl, ShareLock);
@@ -191,7 +156,7 @@ typedef struct HolderArg
 
 /*
  * Delete the holder's live claims on these keys (locked by the caller);
- * returns how many.  The deleted keys are left in SPI_tuptable.
+ * returns how many.
  */
 static int64
 delete_holder_claims(Oid relid, text **keys, int n, void *arg)
@@ -212,10 +177,9 @@ delete_holder_claims(Oid relid, text **keys, int n, void *arg)
 						  "DELETE FROM " DLOCK_SCHEMA ".claim"
 						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
 						  "   AND holder" EQ "$3 AND owner" EQ "$4"
-						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-						  " RETURNING key",
+						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
 						  4, types);
-	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE_RETURNING);
+	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
 }
 
 /*
@@ -248,38 +212,23 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
  * are still the holder's.  done[i] says whether keys[i] was given back.
  *
  * Like dlock_claimed, it locks first and reads under the lock: all keys,
- * in key order (the caller bounds nkeys), then one DELETE of the holder's
- * live claims among them; the locks of keys it did not give back are
- * released at once, so a caller cannot keep rows it does not hold locked.
+ * in key order (the caller bounds nkeys), then the holder's live claims
+ * among them are deleted, each read through the primary key
+ * (claim_store.c); the locks of keys it did not give back are released at
+ * once, so a caller cannot keep rows it does not hold locked.
  */
 int
 dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 					 int nkeys, bool *done)
 {
-	DlockSpi	spi;
-	HolderArg	arg;
-	int64		ndone;
+	int			ndone;
 
 	memset(done, 0, sizeof(bool) * nkeys);
 	if (nkeys == 0)
 		return 0;
-	dlock_spi_begin(&spi);
 	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
-	arg.holder = holder;
-	arg.role = spi.caller;
-	ndone = delete_holder_claims(t->relid, keys, nkeys, &arg);
-	for (int64 r = 0; r < ndone; r++)
-	{
-		bool		isnull;
-		text	   *key = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[r],
-													   SPI_tuptable->tupdesc,
-													   1, &isnull));
-		text	  **hit = bsearch(&key, keys, nkeys, sizeof(text *),
-								  dlock_text_cmp);
-
-		if (hit != NULL)
-			done[hit - keys] = true;
-	}
+	ndone = dlock_claim_store_delete_held(t->relid, keys, nkeys, holder,
+										  GetUserId(), done);
 	for (int i = 0; i < nkeys; i++)
 	{
 		if (!done[i])
@@ -289,8 +238,7 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 			dlock_key_unlock(&kl, ExclusiveLock);
 		}
 	}
-	dlock_spi_end(&spi);
-	return (int) ndone;
+	return ndone;
 }
 
 /* extend the holder's live claims on these keys */

@@ -1,0 +1,221 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_store.c
+ *		Direct access to dlock.claim for the per-row hot paths, without
+ *		SPI: the claim fence's lookup, completion's give-back, and the
+ *		insert of new claims.
+ *
+ * Lookups go through the primary key (relid, key) at the latest committed
+ * state (store.c).  Every writer of a claim row holds that row's key lock
+ * (keylock.c), so under the lock the row read is the row written.
+ *
+ * A claim of n rows that were never claimed before inserts n rows in one
+ * go, the way COPY does: one table_multi_insert (a WAL record per heap
+ * page, not per row), then the entries of every index of dlock.claim,
+ * partial ones included (ExecInsertIndexTuples evaluates their
+ * predicates).  The caller holds the key lock of every row and has just
+ * read, at the latest committed state, that none of them has a claim row,
+ * so the primary key can only object if that protocol is broken; then it
+ * raises its usual unique violation.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/execnodes.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "claim.h"
+#include "store.h"
+
+/* columns of dlock.claim, as dlock--0.1.sql creates it */
+enum
+{
+	Anum_relid = 1,
+	Anum_key,
+	Anum_holder,
+	Anum_owner,
+	Anum_token,
+	Anum_ttl_us,
+	Anum_claimed_at,
+	Anum_expires_at,
+	Anum_attempts,
+	Anum_poisoned_at,
+	Natts_claim_table = Anum_poisoned_at
+};
+
+static Relation
+open_claim_table(void)
+{
+	Oid			nsp = get_namespace_oid(DLOCK_SCHEMA, true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("claim", nsp) : InvalidOid;
+	Relation	rel;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s.claim of extension dlock does not exist",
+						DLOCK_SCHEMA),
+				 errhint("Run CREATE EXTENSION dlock in this database.")));
+	rel = table_open(relid, RowExclusiveLock);
+	if (RelationGetDescr(rel)->natts != Natts_claim_table ||
+		rel->rd_rel->relkind != RELKIND_RELATION ||
+		rel->trigdesc != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s.claim of extension dlock has been altered",
+						DLOCK_SCHEMA),
+				 errhint("Drop and re-create the extension dlock.")));
+	return rel;
+}
+
+/* find the claim row of (relid, key) into s->slot */
+static bool
+fetch_claim(DlockStore *s, Oid relid, text *key)
+{
+	ScanKeyData skeys[2];
+
+	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(relid));
+	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   s->idx->rd_indcollation[1], F_TEXTEQ,
+						   PointerGetDatum(key));
+	return dlock_store_fetch(s, skeys, 2);
+}
+
+/* the fetched claim is holder's and role's, and unexpired */
+static bool
+fetched_held(DlockStore *s, text *holder, Oid role)
+{
+	TupleTableSlot *slot = s->slot;
+	text	   *h;
+
+	if (slot->tts_isnull[Anum_holder - 1])
+		return false;
+	h = DatumGetTextPP(slot->tts_values[Anum_holder - 1]);
+	return DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) >
+		GetCurrentTimestamp() &&
+		DatumGetObjectId(slot->tts_values[Anum_owner - 1]) == role &&
+		dlock_text_cmp(&h, &holder) == 0;
+}
+
+/* holder and role hold an unexpired claim on (relid, key) */
+bool
+dlock_claim_store_held(Oid relid, text *key, text *holder, Oid role)
+{
+	DlockStore	s;
+	bool		held;
+
+	dlock_store_open(&s, "claim", Natts_claim_table);
+	held = fetch_claim(&s, relid, key) && fetched_held(&s, holder, role);
+	dlock_store_close(&s);
+	return held;
+}
+
+/*
+ * Delete the claims on keys[0..n-1] (locked by the caller) that holder
+ * and role hold unexpired; done[i] says whether keys[i]'s was deleted.
+ * Returns how many were.
+ */
+int
+dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
+							  Oid role, bool *done)
+{
+	DlockStore	s;
+	int			ndone = 0;
+
+	dlock_store_open(&s, "claim", Natts_claim_table);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		done[i] = fetch_claim(&s, relid, keys[i]) &&
+			fetched_held(&s, holder, role);
+		if (done[i])
+		{
+			simple_heap_delete(s.rel, &s.slot->tts_tid);
+			ndone++;
+		}
+	}
+	dlock_store_close(&s);
+	if (ndone > 0)
+		CommandCounterIncrement();
+	return ndone;
+}
+
+/*
+ * Insert a first claim (attempts 1) on each of keys[0..n-1] of table
+ * relid for holder and role.  Later statements of the transaction see the
+ * rows (CommandCounterIncrement).
+ */
+void
+dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
+						 Oid role, int64 token, int64 ttl_us,
+						 TimestampTz now, TimestampTz expires)
+{
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot **slots;
+
+	if (n <= 0)
+		return;
+	rel = open_claim_table();
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+
+	slots = palloc(sizeof(TupleTableSlot *) * n);
+	for (int i = 0; i < n; i++)
+	{
+		TupleTableSlot *slot = table_slot_create(rel, NULL);
+		Datum	   *v = slot->tts_values;
+		bool	   *isnull = slot->tts_isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		ExecClearTuple(slot);
+		memset(isnull, 0, sizeof(bool) * Natts_claim_table);
+		v[Anum_relid - 1] = ObjectIdGetDatum(relid);
+		v[Anum_key - 1] = PointerGetDatum(keys[i]);
+		v[Anum_holder - 1] = PointerGetDatum(holder);
+		v[Anum_owner - 1] = ObjectIdGetDatum(role);
+		v[Anum_token - 1] = Int64GetDatum(token);
+		v[Anum_ttl_us - 1] = Int64GetDatum(ttl_us);
+		v[Anum_claimed_at - 1] = TimestampTzGetDatum(now);
+		v[Anum_expires_at - 1] = TimestampTzGetDatum(expires);
+		v[Anum_attempts - 1] = Int32GetDatum(1);
+		v[Anum_poisoned_at - 1] = (Datum) 0;
+		isnull[Anum_poisoned_at - 1] = true;
+		ExecStoreVirtualTuple(slot);
+		slots[i] = slot;
+	}
+
+	table_multi_insert(rel, slots, n, GetCurrentCommandId(true), 0, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		List	   *recheck;
+
+		CHECK_FOR_INTERRUPTS();
+		ResetPerTupleExprContext(estate);
+		recheck = ExecInsertIndexTuples(rri, slots[i], estate, false, false,
+										NULL, NIL);
+		list_free(recheck);
+		ExecDropSingleTupleTableSlot(slots[i]);
+	}
+
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	CommandCounterIncrement();
+}
