@@ -143,50 +143,44 @@ static void
 decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 				 TimestampTz now)
 {
-	Oid			types[2] = {OIDOID, TEXTARRAYOID};
-	Datum		values[3];
 	text	  **locked = palloc(sizeof(text *) * Max(n, 1));
+	int		   *at = palloc(sizeof(int) * Max(n, 1));
+	bool	   *found = palloc(sizeof(bool) * Max(n, 1));
+	bool	   *live = palloc(sizeof(bool) * Max(n, 1));
+	int		   *attempts = palloc(sizeof(int) * Max(n, 1));
+	bool	   *poisoned = palloc(sizeof(bool) * Max(n, 1));
 	text	  **poison = palloc(sizeof(text *) * Max(n, 1));
 	int			nlocked = 0;
 	int			npoison = 0;
-	SPIPlanPtr	plan;
-	uint64		nrows;
 
-	for (int i = 0; i < n; i++)
+	/* in key order, for the index's sake */
+	for (int k = 0; k < n; k++)
 	{
+		int			i = order[k];
+
 		c[i].claimable = c[i].locked;
 		if (c[i].locked)
+		{
+			at[nlocked] = i;
 			locked[nlocked++] = c[i].key;
+		}
 	}
 	if (nlocked == 0)
 		return;
 
-	values[0] = ObjectIdGetDatum(req->target->relid);
-	values[1] = dlock_text_array(locked, nlocked);
-	plan = dlock_spi_plan(Q_CLAIM_LOOKUP,
-						  "SELECT key, holder IS NOT NULL AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp(),"
-						  "       attempts, poisoned_at IS NOT NULL"
-						  "  FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
-						  2, types);
-	nrows = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	for (uint64 r = 0; r < nrows; r++)
+	/* under the key locks, at the latest committed state (claim_store.c) */
+	dlock_claim_store_lookup(req->target->relid, locked, nlocked, found, live,
+							 attempts, poisoned);
+	for (int j = 0; j < nlocked; j++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		text	   *key = DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull));
-		bool		live = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
-		int			attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
-		bool		poisoned = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-		int			i = find_candidate(c, order, n, key);
+		int			i = at[j];
 
-		if (i < 0)
+		if (!found[j])
 			continue;
 		c[i].has_row = true;
-		if (live || poisoned)
+		if (live[j] || poisoned[j])
 			c[i].claimable = false;
-		else if (req->max_attempts > 0 && attempts >= req->max_attempts)
+		else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)
 		{
 			c[i].claimable = false;
 			poison[npoison++] = c[i].key;
@@ -196,7 +190,10 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 	if (npoison > 0)
 	{
 		Oid			ptypes[3] = {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID};
+		Datum		values[3];
+		SPIPlanPtr	plan;
 
+		values[0] = ObjectIdGetDatum(req->target->relid);
 		values[1] = dlock_text_array(poison, npoison);
 		values[2] = TimestampTzGetDatum(now);
 		plan = dlock_spi_plan(Q_CLAIM_POISON,

@@ -55,6 +55,9 @@ extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
 /* claim_store.c */
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);
+extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
+									 bool *found, bool *live, int *attempts,
+									 bool *poisoned);
 extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
 										  text *holder, Oid role, bool *done);
 extern void dlock_claim_store_insert(Oid relid, text **keys, int n,

@@ -124,6 +124,36 @@ dlock_claim_store_held(Oid relid, text *key, text *holder, Oid role)
 }
 
 /*
+ * Read the claims on keys[0..n-1] (locked by the caller) at the latest
+ * committed state: found[i] says whether keys[i] has a claim row, and if
+ * so live[i] whether it is held unexpired, attempts[i] how often it was
+ * claimed, poisoned[i] whether it is poisoned.
+ */
+void
+dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
+						 bool *live, int *attempts, bool *poisoned)
+{
+	DlockStore	s;
+
+	dlock_store_open(&s, "claim", Natts_claim_table);
+	for (int i = 0; i < n; i++)
+	{
+		TupleTableSlot *slot = s.slot;
+
+		CHECK_FOR_INTERRUPTS();
+		found[i] = fetch_claim(&s, relid, keys[i]);
+		if (!found[i])
+			continue;
+		live[i] = !slot->tts_isnull[Anum_holder - 1] &&
+			DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) >
+			GetCurrentTimestamp();
+		attempts[i] = DatumGetInt32(slot->tts_values[Anum_attempts - 1]);
+		poisoned[i] = !slot->tts_isnull[Anum_poisoned_at - 1];
+	}
+	dlock_store_close(&s);
+}
+
+/*
  * Delete the claims on keys[0..n-1] (locked by the caller) that holder
  * and role hold unexpired; done[i] says whether keys[i]'s was deleted.
  * Returns how many were.
