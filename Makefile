@@ -40,7 +40,7 @@ PGFILEDESC = "dlock - lease locks with fencing tokens"
 REGRESS = lease_basic lease_errors lease_roles \
 	wait_isolation_levels \
 	claim_basic claim_errors claim_roles \
-	hostile_input claim_complete
+	hostile_input claim_complete claim_ranges
 REGRESS_OPTS = --load-extension=dlock
 
 # isolation specs: specs/NAME.spec against expected/NAME.out

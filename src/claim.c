@@ -304,6 +304,103 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 }
 
 /*
+ * Runs of live claims an integer-keyed claim reads around.
+ *
+ * Claimers take rows in key order, so the live claims of a busy table
+ * are mostly long runs of consecutive keys (each worker's batch, next to
+ * the batch of the worker before it).  Left out only by the query's
+ * filter, each of those rows would still be fetched from the heap by
+ * every claim: at 16 workers, 1,500 rows per claim of 100.  A run of
+ * consecutive integers holds no other key, so the query can instead read
+ * the key ranges between the long runs, one after the other, with the
+ * bounds as index conditions.  Shorter runs stay in the filter.
+ */
+#define DLOCK_MIN_SKIPPED_RUN	32
+
+typedef struct KeyRun
+{
+	int64		lo;				/* first and last key of the run */
+	int64		hi;
+} KeyRun;
+
+static int64
+int_key(Oid type, Datum d)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return DatumGetInt16(d);
+		case INT4OID:
+			return DatumGetInt32(d);
+		default:
+			return DatumGetInt64(d);
+	}
+}
+
+static Datum
+int_key_datum(Oid type, int64 v)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return Int16GetDatum((int16) v);
+		case INT4OID:
+			return Int32GetDatum((int32) v);
+		default:
+			return Int64GetDatum(v);
+	}
+}
+
+static int
+int64_cmp(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Find the long runs among the excluded integer keys vals[0..*n-1], in
+ * key order, and drop their keys from vals (the ranges leave them out);
+ * returns how many runs, in *runs.
+ */
+static int
+long_runs(Oid type, Datum *vals, int *n, KeyRun **runs)
+{
+	int64	   *k = palloc(sizeof(int64) * Max(*n, 1));
+	int			nruns = 0;
+	int			nkept = 0;
+
+	*runs = palloc(sizeof(KeyRun) * (*n / DLOCK_MIN_SKIPPED_RUN + 1));
+	for (int i = 0; i < *n; i++)
+		k[i] = int_key(type, vals[i]);
+	qsort(k, *n, sizeof(int64), int64_cmp);
+	for (int i = 0; i < *n;)
+	{
+		int			j = i;
+
+		/* k[i..j] consecutive (duplicates cannot occur: keys are unique) */
+		while (j + 1 < *n && k[j] != PG_INT64_MAX && k[j + 1] == k[j] + 1)
+			j++;
+		if (j - i + 1 >= DLOCK_MIN_SKIPPED_RUN)
+		{
+			(*runs)[nruns].lo = k[i];
+			(*runs)[nruns].hi = k[j];
+			nruns++;
+		}
+		else
+		{
+			for (int m = i; m <= j; m++)
+				vals[nkept++] = int_key_datum(type, k[m]);
+		}
+		i = j + 1;
+	}
+	*n = nkept;
+	return nruns;
+}
+
+/*
  * Claim up to req->n rows; the claimed rows go to out, in the order of
  * the caller's order_by.
  */
@@ -321,6 +418,10 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	int			claimed = 0;
 	int64		redelivered = 0;
 	int64		token = 0;
+	bool		ranged = dlock_claim_query_ranged(t, req->order_by);
+	KeyRun	   *runs = NULL;
+	int			nruns = 0;
+	int			range = 0;		/* reading between runs[range - 1] and runs[range] */
 
 	dlock_spi_begin(&spi);
 	excl = excluded_keys(t->relid, GetCurrentTimestamp(), &nexcl);
@@ -329,12 +430,15 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	/* from here on, everything that runs the table's types runs as the caller */
 	dlock_spi_as_caller(&spi);
 	exclvals = key_values(t, excl, nexcl, req->n);
+	if (ranged)
+		nruns = long_runs(t->pk_type, exclvals, &nexcl, &runs);
 	uplan = dlock_claim_user_plan(t, req->filter, req->order_by);
 
 	while (claimed < req->n)
 	{
 		int			need = req->n - claimed;
-		Datum		uvalues[2];
+		Datum		uvalues[4];
+		char		unulls[5] = "    ";
 		int			rc;
 		uint64		ncand;
 		SPITupleTable *cand;
@@ -348,13 +452,33 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		/* candidate rows, read and locked as the caller */
 		uvalues[0] = pk_array(t, exclvals, nexcl);
 		uvalues[1] = Int64GetDatum(need);
-		rc = SPI_execute_plan(uplan, uvalues, NULL, false, 0);
+		if (ranged)
+		{
+			/* exclusive bounds: the runs themselves are left out */
+			if (range > 0)
+				uvalues[2] = int_key_datum(t->pk_type, runs[range - 1].hi);
+			else
+				unulls[2] = 'n';
+			if (range < nruns)
+				uvalues[3] = int_key_datum(t->pk_type, runs[range].lo);
+			else
+				unulls[3] = 'n';
+		}
+		rc = SPI_execute_plan(uplan, uvalues, unulls, false, 0);
 		if (rc != SPI_OK_SELECT)
 			elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
 		ncand = SPI_processed;
 		cand = SPI_tuptable;
 		if (ncand == 0)
+		{
+			/* this key range is exhausted: on to the next one, if any */
+			if (ranged && range < nruns)
+			{
+				range++;
+				continue;
+			}
 			break;
+		}
 		if (SPI_gettypeid(cand->tupdesc, 1) != t->rowtype)
 			elog(ERROR, "claim query returned %s, not the row type of \"%s\"",
 				 format_type_be(SPI_gettypeid(cand->tupdesc, 1)), t->relname);
@@ -424,7 +548,12 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		}
 		dlock_spi_as_caller(&spi);
 		if (ncand < (uint64) need)
-			break;
+		{
+			if (ranged && range < nruns)
+				range++;
+			else
+				break;
+		}
 	}
 	dlock_spi_as_owner(&spi);
 

@@ -48,6 +48,8 @@ extern void dlock_claim_io_end(int nestlevel);
 /* claim_query.c */
 extern void dlock_check_filter(const char *filter);
 extern void dlock_check_order_by(const char *order_by);
+extern bool dlock_claim_query_ranged(const ClaimTarget *t,
+									 const char *order_by);
 extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
 											   const char *filter,
 											   const char *order_by);

@@ -183,8 +183,25 @@ dlock_check_order_by(const char *order_by)
  * $1 holds the keys to leave out (live claims, and rows already tried in
  * this call), so that claimers do not lock and re-check every row other
  * claimers hold: the cost of a claim grows with the live claims, not with
- * the table.
+ * the table.  For an integer key in the default order the query also
+ * takes the bounds of a key range, $3 < pk < $4 (dlock_claim_query_ranged).
  */
+/*
+ * Whether claims of this table in this order can skip runs of live
+ * claims with key ranges (claim.c): the default order, on an integer
+ * primary key compared with the built-in operators.  The query then has
+ * two more parameters, $3 and $4, the bounds (exclusive, NULL: none) of
+ * the key range to read.
+ */
+bool
+dlock_claim_query_ranged(const ClaimTarget *t, const char *order_by)
+{
+	return order_by == NULL &&
+		(t->pk_type == INT2OID || t->pk_type == INT4OID ||
+		 t->pk_type == INT8OID) &&
+		strcmp(t->pk_eq_op, "OPERATOR(pg_catalog.=)") == 0;
+}
+
 static char *
 build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
 {
@@ -201,6 +218,12 @@ build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
 	appendStringInfo(&sql, " WHERE (\n%s\n)", filter ? filter : "true");
 	appendStringInfo(&sql, " AND NOT (%s.%s %s ANY ($1))",
 					 t->relname, t->pk_colname, t->pk_eq_op);
+	/* planned as constants, so the bounds become index conditions */
+	if (dlock_claim_query_ranged(t, order_by))
+		appendStringInfo(&sql,
+						 " AND ($3 IS NULL OR %s.%s OPERATOR(pg_catalog.>) $3)"
+						 " AND ($4 IS NULL OR %s.%s OPERATOR(pg_catalog.<) $4)",
+						 t->relname, t->pk_colname, t->relname, t->pk_colname);
 	if (order_by)
 		appendStringInfo(&sql, " ORDER BY\n%s\n", order_by);
 	else
@@ -220,7 +243,8 @@ dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
 					  const char *order_by)
 {
 	char	   *sql = build_sql(t, filter, order_by);
-	Oid			types[2] = {t->pk_array_type, INT8OID};
+	Oid			types[4] = {t->pk_array_type, INT8OID, t->pk_type, t->pk_type};
+	int			nargs = dlock_claim_query_ranged(t, order_by) ? 4 : 2;
 	ListCell   *lc;
 	UserPlan   *up;
 	SPIPlanPtr	plan;
@@ -240,7 +264,7 @@ dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
 		}
 	}
 
-	plan = SPI_prepare_cursor(sql, 2, types, CURSOR_OPT_CUSTOM_PLAN);
+	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_CUSTOM_PLAN);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for claim query: %s",
 			 SPI_result_code_string(SPI_result));
