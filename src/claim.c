@@ -380,7 +380,7 @@ long_runs(Oid type, Datum *vals, int *n, KeyRun **runs)
 	{
 		int			j = i;
 
-		/* k[i..j] consecutive (duplicates cannot occur: keys are unique) */
+		/* k[i..j] consecutive (a duplicate, live and poisoned, only splits a run) */
 		while (j + 1 < *n && k[j] != PG_INT64_MAX && k[j + 1] == k[j] + 1)
 			j++;
 		if (j - i + 1 >= DLOCK_MIN_SKIPPED_RUN)
