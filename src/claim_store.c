@@ -24,16 +24,13 @@
 
 #include "access/heapam.h"
 #include "access/stratnum.h"
-#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 #include "claim.h"
@@ -54,31 +51,6 @@ enum
 	Anum_poisoned_at,
 	Natts_claim_table = Anum_poisoned_at
 };
-
-static Relation
-open_claim_table(void)
-{
-	Oid			nsp = get_namespace_oid(DLOCK_SCHEMA, true);
-	Oid			relid = OidIsValid(nsp) ? get_relname_relid("claim", nsp) : InvalidOid;
-	Relation	rel;
-
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table %s.claim of extension dlock does not exist",
-						DLOCK_SCHEMA),
-				 errhint("Run CREATE EXTENSION dlock in this database.")));
-	rel = table_open(relid, RowExclusiveLock);
-	if (RelationGetDescr(rel)->natts != Natts_claim_table ||
-		rel->rd_rel->relkind != RELKIND_RELATION ||
-		rel->trigdesc != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table %s.claim of extension dlock has been altered",
-						DLOCK_SCHEMA),
-				 errhint("Drop and re-create the extension dlock.")));
-	return rel;
-}
 
 /* find the claim row of (relid, key) into s->slot */
 static bool
@@ -193,6 +165,7 @@ dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
 						 Oid role, int64 token, int64 ttl_us,
 						 TimestampTz now, TimestampTz expires)
 {
+	DlockStore	s;
 	Relation	rel;
 	EState	   *estate;
 	ResultRelInfo *rri;
@@ -200,7 +173,8 @@ dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
 
 	if (n <= 0)
 		return;
-	rel = open_claim_table();
+	dlock_store_open(&s, "claim", Natts_claim_table);
+	rel = s.rel;
 	estate = CreateExecutorState();
 	rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
@@ -246,6 +220,6 @@ dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
 
 	ExecCloseIndices(rri);
 	FreeExecutorState(estate);
-	table_close(rel, NoLock);
+	dlock_store_close(&s);
 	CommandCounterIncrement();
 }
