@@ -117,6 +117,19 @@ lease_keylock(text *key)
 }
 
 /*
+ * Give back a key lock taken without writing anything.  A waiter at the
+ * head of the key's queue may have found the lock taken at that moment
+ * (DLOCK_ACQ_LOCKED); it is woken to try again rather than sleep until
+ * its next timed wake-up, since no commit will wake it.
+ */
+static void
+give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
+{
+	dlock_key_unlock(kl, mode);
+	(void) dlock_wait_wake_key(kl->hash);
+}
+
+/*
  * Now and then, an acquire that wrote anyway deletes a few idle rows, so
  * that keys nobody uses any more do not stay forever.  Random rather than
  * counted, so that short sessions (poolers, pgbench -C) take part too.
@@ -242,7 +255,7 @@ lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 	*now = GetCurrentTimestamp();
 	if (!lease_held_by(l, holder, role, *now, has_token, token))
 	{
-		dlock_key_unlock(&kl, mode);
+		give_back_key(&kl, mode);
 		return false;
 	}
 	return true;
@@ -394,7 +407,7 @@ dlock_lease_force_release(text *key)
 		dlock_xact_note_key(&kl);
 	}
 	else
-		dlock_key_unlock(&kl, ExclusiveLock);
+		give_back_key(&kl, ExclusiveLock);
 	dlock_store_close(&s);
 	return ok;
 }
@@ -441,7 +454,7 @@ dlock_lease_cleanup_locked(int64 idle_us, int limit)
 		if (dlock_spi_run(del, values, NULL, 0, SPI_OK_DELETE) == 1)
 			deleted++;
 		else
-			dlock_key_unlock(&kl, ExclusiveLock);
+			give_back_key(&kl, ExclusiveLock);
 	}
 	return deleted;
 }

@@ -79,7 +79,8 @@ wake_head_locked(uint64 hash)
 {
 	int			head = queue_head_locked(hash);
 
-	if (head < 0)
+	/* a waiter giving back a key lock of its own need not wake itself */
+	if (head < 0 || head == my_slot)
 		return false;
 	SetLatch(&ProcGlobal->allProcs[dlock_shared->slots[head].procno].procLatch);
 	return true;
