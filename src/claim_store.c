@@ -66,6 +66,17 @@ fetch_claim(DlockStore *s, Oid relid, text *key)
 	return dlock_store_fetch(s, skeys, 2);
 }
 
+/* the fetched claim is held by someone and unexpired */
+static bool
+fetched_live(DlockStore *s)
+{
+	TupleTableSlot *slot = s->slot;
+
+	return !slot->tts_isnull[Anum_holder - 1] &&
+		DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) >
+		GetCurrentTimestamp();
+}
+
 /* the fetched claim is holder's and role's, and unexpired */
 static bool
 fetched_held(DlockStore *s, text *holder, Oid role)
@@ -73,12 +84,10 @@ fetched_held(DlockStore *s, text *holder, Oid role)
 	TupleTableSlot *slot = s->slot;
 	text	   *h;
 
-	if (slot->tts_isnull[Anum_holder - 1])
+	if (!fetched_live(s))
 		return false;
 	h = DatumGetTextPP(slot->tts_values[Anum_holder - 1]);
-	return DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) >
-		GetCurrentTimestamp() &&
-		DatumGetObjectId(slot->tts_values[Anum_owner - 1]) == role &&
+	return DatumGetObjectId(slot->tts_values[Anum_owner - 1]) == role &&
 		dlock_text_cmp(&h, &holder) == 0;
 }
 
@@ -116,9 +125,7 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 		found[i] = fetch_claim(&s, relid, keys[i]);
 		if (!found[i])
 			continue;
-		live[i] = !slot->tts_isnull[Anum_holder - 1] &&
-			DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) >
-			GetCurrentTimestamp();
+		live[i] = fetched_live(&s);
 		attempts[i] = DatumGetInt32(slot->tts_values[Anum_attempts - 1]);
 		poisoned[i] = !slot->tts_isnull[Anum_poisoned_at - 1];
 	}
