@@ -28,6 +28,8 @@ OBJS = \
 	src/claim.o \
 	src/claim_manage.o \
 	src/claim_store.o \
+	src/claim_runs.o \
+	src/claim_inflight.o \
 	src/claim_query.o \
 	src/claim_target.o \
 	src/claim_funcs.o \
@@ -46,7 +48,8 @@ REGRESS_OPTS = --load-extension=dlock
 # isolation specs: specs/NAME.spec against expected/NAME.out
 ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder \
 	wait_wake_release wait_wake_expiry wait_fifo wait_rollback_release wait_cancel \
-	claim_disjoint claim_race_committed claim_complete_vs_takeover claim_complete_fence
+	claim_disjoint claim_race_committed claim_complete_vs_takeover claim_complete_fence \
+	claim_inflight
 ISOLATION_OPTS = --load-extension=dlock
 
 TAP_TESTS = 1

@@ -304,100 +304,89 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 }
 
 /*
- * Runs of live claims an integer-keyed claim reads around.
- *
- * Claimers take rows in key order, so the live claims of a busy table
- * are mostly long runs of consecutive keys (each worker's batch, next to
- * the batch of the worker before it).  Left out only by the query's
- * filter, each of those rows would still be fetched from the heap by
- * every claim: at 16 workers, 1,500 rows per claim of 100.  A run of
- * consecutive integers holds no other key, so the query can instead read
- * the key ranges between the long runs, one after the other, with the
- * bounds as index conditions.  Shorter runs stay in the filter.
+ * Run the claim query (as the caller) and return its rows, locked FOR
+ * UPDATE, as candidates, with their primary key values in *pksp; returns
+ * how many.  The rows stay in SPI's tuple table.
  */
-#define DLOCK_MIN_SKIPPED_RUN	32
-
-typedef struct KeyRun
+static uint64
+fetch_candidates(const ClaimTarget *t, SPIPlanPtr uplan, Datum *values,
+				 const char *nulls, Candidate **cp, Datum **pksp)
 {
-	int64		lo;				/* first and last key of the run */
-	int64		hi;
-} KeyRun;
+	int			rc;
+	uint64		n;
+	SPITupleTable *tab;
+	Candidate  *c;
+	Datum	   *pks;
+	int			io;
 
-static int64
-int_key(Oid type, Datum d)
-{
-	switch (type)
+	rc = SPI_execute_plan(uplan, values, nulls, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
+	n = SPI_processed;
+	tab = SPI_tuptable;
+	if (n == 0)
+		return 0;
+	if (SPI_gettypeid(tab->tupdesc, 1) != t->rowtype)
+		elog(ERROR, "claim query returned %s, not the row type of \"%s\"",
+			 format_type_be(SPI_gettypeid(tab->tupdesc, 1)), t->relname);
+
+	c = palloc0(sizeof(Candidate) * n);
+	pks = palloc(sizeof(Datum) * n);
+	io = dlock_claim_io_begin(t, InvalidOid);
+	for (uint64 i = 0; i < n; i++)
 	{
-		case INT2OID:
-			return DatumGetInt16(d);
-		case INT4OID:
-			return DatumGetInt32(d);
-		default:
-			return DatumGetInt64(d);
+		bool		isnull;
+
+		c[i].row = SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull);
+		pks[i] = SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull);
+		c[i].key = dlock_claim_key_text(t, pks[i], t->pk_type);
 	}
-}
-
-static Datum
-int_key_datum(Oid type, int64 v)
-{
-	switch (type)
-	{
-		case INT2OID:
-			return Int16GetDatum((int16) v);
-		case INT4OID:
-			return Int32GetDatum((int32) v);
-		default:
-			return Int64GetDatum(v);
-	}
-}
-
-static int
-int64_cmp(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return (x > y) - (x < y);
+	dlock_claim_io_end(io);
+	*cp = c;
+	*pksp = pks;
+	return n;
 }
 
 /*
- * Find the long runs among the excluded integer keys vals[0..*n-1], in
- * key order, and drop their keys from vals (the ranges leave them out);
- * returns how many runs, in *runs.
+ * This transaction holds the key locks of the rows it is about to claim,
+ * c[i] with c[i].claimable (keys pks[i]), to its end: let other claimers
+ * read around the long runs among them (claim_inflight.c).
+ */
+static void
+publish_inflight(const ClaimTarget *t, const Candidate *c, const Datum *pks,
+				 int n)
+{
+	Datum	   *vals;
+	DlockKeyRun *runs;
+	int			nvals = 0;
+	int			nruns;
+
+	if (n < DLOCK_MIN_SKIPPED_RUN || dlock_inflight_max() == 0)
+		return;
+	vals = palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
+		if (c[i].claimable)
+			vals[nvals++] = pks[i];
+	nruns = dlock_claim_long_runs(t->pk_type, vals, &nvals, &runs);
+	dlock_inflight_publish(t->relid, runs, nruns);
+	pfree(vals);
+	pfree(runs);
+}
+
+/*
+ * The runs an integer-keyed claim reads around now: those of the live
+ * claims it read (base), and those other claims hold in flight or
+ * committed since mark (claim_inflight.c), read afresh for every query.
  */
 static int
-long_runs(Oid type, Datum *vals, int *n, KeyRun **runs)
+current_runs(Oid relid, uint64 mark, const DlockKeyRun *base, int nbase,
+			 DlockKeyRun *runs)
 {
-	int64	   *k = palloc(sizeof(int64) * Max(*n, 1));
-	int			nruns = 0;
-	int			nkept = 0;
+	int			n;
 
-	*runs = palloc(sizeof(KeyRun) * (*n / DLOCK_MIN_SKIPPED_RUN + 1));
-	for (int i = 0; i < *n; i++)
-		k[i] = int_key(type, vals[i]);
-	qsort(k, *n, sizeof(int64), int64_cmp);
-	for (int i = 0; i < *n;)
-	{
-		int			j = i;
-
-		/* k[i..j] consecutive (a duplicate, live and poisoned, only splits a run) */
-		while (j + 1 < *n && k[j] != PG_INT64_MAX && k[j + 1] == k[j] + 1)
-			j++;
-		if (j - i + 1 >= DLOCK_MIN_SKIPPED_RUN)
-		{
-			(*runs)[nruns].lo = k[i];
-			(*runs)[nruns].hi = k[j];
-			nruns++;
-		}
-		else
-		{
-			for (int m = i; m <= j; m++)
-				vals[nkept++] = int_key_datum(type, k[m]);
-		}
-		i = j + 1;
-	}
-	*n = nkept;
-	return nruns;
+	memcpy(runs, base, sizeof(DlockKeyRun) * nbase);
+	n = nbase + dlock_inflight_read(relid, mark, runs + nbase);
+	return dlock_claim_merge_runs(runs, n);
 }
 
 /*
@@ -419,9 +408,19 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	int64		redelivered = 0;
 	int64		token = 0;
 	bool		ranged = dlock_claim_query_ranged(t, req->order_by);
-	KeyRun	   *runs = NULL;
-	int			nruns = 0;
-	int			range = 0;		/* reading between runs[range - 1] and runs[range] */
+	uint64		mark = 0;
+	DlockKeyRun *base = NULL;	/* long runs of the live claims read */
+	int			nbase = 0;
+	DlockKeyRun *runs = NULL;
+	bool		has_lo = false; /* reading keys after lo (ranged) */
+	int64		lo = 0;
+
+	/*
+	 * Where the runs of committing claims are, before the live claims are
+	 * read: a claim that commits after this is found among them.
+	 */
+	if (ranged)
+		mark = dlock_inflight_mark();
 
 	dlock_spi_begin(&spi);
 	excl = excluded_keys(t->relid, GetCurrentTimestamp(), &nexcl);
@@ -431,7 +430,10 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	dlock_spi_as_caller(&spi);
 	exclvals = key_values(t, excl, nexcl, req->n);
 	if (ranged)
-		nruns = long_runs(t->pk_type, exclvals, &nexcl, &runs);
+	{
+		nbase = dlock_claim_long_runs(t->pk_type, exclvals, &nexcl, &base);
+		runs = palloc(sizeof(DlockKeyRun) * (nbase + dlock_inflight_max() + 1));
+	}
 	uplan = dlock_claim_user_plan(t, req->filter, req->order_by);
 
 	while (claimed < req->n)
@@ -439,13 +441,15 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		int			need = req->n - claimed;
 		Datum		uvalues[4];
 		char		unulls[5] = "    ";
-		int			rc;
+		bool		has_hi = false;
+		int64		hi = 0;
+		int64		after_hi = 0;
+		bool		last = false;
 		uint64		ncand;
-		SPITupleTable *cand;
 		Candidate  *c;
+		Datum	   *pks;
 		int		   *order;
 		TimestampTz now;
-		int			io;
 
 		CHECK_FOR_INTERRUPTS();
 
@@ -454,55 +458,55 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		uvalues[1] = Int64GetDatum(need);
 		if (ranged)
 		{
-			/* exclusive bounds: the runs themselves are left out */
-			if (range > 0)
-				uvalues[2] = int_key_datum(t->pk_type, runs[range - 1].hi);
+			/* around the runs as they are now; exclusive bounds */
+			int			nruns = current_runs(t->relid, mark, base, nbase, runs);
+
+			dlock_claim_next_range(runs, nruns, &has_lo, &lo, &has_hi, &hi,
+								   &after_hi);
+			if (has_lo)
+				uvalues[2] = dlock_int_key_datum(t->pk_type, lo);
 			else
 				unulls[2] = 'n';
-			if (range < nruns)
-				uvalues[3] = int_key_datum(t->pk_type, runs[range].lo);
+			if (has_hi)
+				uvalues[3] = dlock_int_key_datum(t->pk_type, hi);
 			else
 				unulls[3] = 'n';
 		}
-		rc = SPI_execute_plan(uplan, uvalues, unulls, false, 0);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
-		ncand = SPI_processed;
-		cand = SPI_tuptable;
+		ncand = fetch_candidates(t, uplan, uvalues, unulls, &c, &pks);
+		if (ncand < (uint64) need)
+		{
+			/* this key range is done: on to the next one, if any */
+			last = !has_hi;
+			has_lo = true;
+			lo = after_hi;
+		}
+		else if (ranged)
+		{
+			/* the rows before the last one returned were returned or skipped */
+			has_lo = true;
+			lo = dlock_int_key(t->pk_type, pks[ncand - 1]);
+		}
 		if (ncand == 0)
 		{
-			/* this key range is exhausted: on to the next one, if any */
-			if (ranged && range < nruns)
-			{
-				range++;
-				continue;
-			}
-			break;
+			if (last)
+				break;
+			continue;
 		}
-		if (SPI_gettypeid(cand->tupdesc, 1) != t->rowtype)
-			elog(ERROR, "claim query returned %s, not the row type of \"%s\"",
-				 format_type_be(SPI_gettypeid(cand->tupdesc, 1)), t->relname);
 
-		c = palloc0(sizeof(Candidate) * ncand);
 		order = palloc(sizeof(int) * ncand);
 		if (nexcl + ncand > (uint64) maxexcl)
 		{
 			maxexcl = nexcl + ncand + req->n;
 			exclvals = repalloc(exclvals, sizeof(Datum) * maxexcl);
 		}
-		io = dlock_claim_io_begin(t, InvalidOid);
 		for (uint64 i = 0; i < ncand; i++)
 		{
-			bool		isnull;
-			Datum		pk = SPI_getbinval(cand->vals[i], cand->tupdesc, 2, &isnull);
-
-			c[i].row = SPI_getbinval(cand->vals[i], cand->tupdesc, 1, &isnull);
-			c[i].key = dlock_claim_key_text(t, pk, t->pk_type);
 			order[i] = (int) i;
 			/* never offer this row again in this call */
-			exclvals[nexcl++] = pk;
+			exclvals[nexcl++] = pks[i];
 		}
-		dlock_claim_io_end(io);
+		sort_base = c;
+		qsort(order, ncand, sizeof(int), candidate_cmp);
 
 		/* dlock's own work, as dlock's owner */
 		dlock_spi_as_owner(&spi);
@@ -512,11 +516,10 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 
 			c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
 		}
-		sort_base = c;
-		qsort(order, ncand, sizeof(int), candidate_cmp);
-
 		now = GetCurrentTimestamp();
 		decide_claimable(req, c, order, (int) ncand, now);
+		if (ranged)
+			publish_inflight(t, c, pks, (int) ncand);
 		if (token == 0)
 		{
 			for (uint64 i = 0; i < ncand && token == 0; i++)
@@ -547,13 +550,8 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 			}
 		}
 		dlock_spi_as_caller(&spi);
-		if (ncand < (uint64) need)
-		{
-			if (ranged && range < nruns)
-				range++;
-			else
-				break;
-		}
+		if (last)
+			break;
 	}
 	dlock_spi_as_owner(&spi);
 
@@ -563,4 +561,3 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		dlock_claim_maybe_cleanup();
 	dlock_spi_end(&spi);
 }
-

@@ -54,6 +54,32 @@ extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
 											   const char *filter,
 											   const char *order_by);
 
+/* claim_runs.c: runs of consecutive integer keys a claim reads around */
+#define DLOCK_MIN_SKIPPED_RUN	32
+
+typedef struct DlockKeyRun
+{
+	int64		lo;				/* first and last key of the run */
+	int64		hi;
+} DlockKeyRun;
+
+extern int64 dlock_int_key(Oid type, Datum d);
+extern Datum dlock_int_key_datum(Oid type, int64 v);
+extern int	dlock_claim_long_runs(Oid type, Datum *vals, int *n,
+								  DlockKeyRun **runs);
+extern int	dlock_claim_merge_runs(DlockKeyRun *runs, int n);
+extern void dlock_claim_next_range(const DlockKeyRun *runs, int n,
+								   bool *has_lo, int64 *lo, bool *has_hi,
+								   int64 *hi, int64 *after_hi);
+
+/* claim_inflight.c */
+extern Size dlock_inflight_shmem_size(void);
+extern void dlock_inflight_shmem_startup(void);
+extern void dlock_inflight_publish(Oid relid, const DlockKeyRun *runs, int n);
+extern uint64 dlock_inflight_mark(void);
+extern int	dlock_inflight_read(Oid relid, uint64 mark, DlockKeyRun *runs);
+extern int	dlock_inflight_max(void);
+
 /* claim_store.c */
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);

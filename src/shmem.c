@@ -16,6 +16,7 @@
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 
+#include "claim.h"
 #include "shmem.h"
 
 #define DLOCK_TRANCHE "dlock"
@@ -38,6 +39,7 @@ dlock_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(dlock_shmem_size());
+	RequestAddinShmemSpace(dlock_inflight_shmem_size());
 	RequestNamedLWLockTranche(DLOCK_TRANCHE, 1);
 }
 
@@ -61,6 +63,7 @@ dlock_shmem_startup(void)
 			pg_atomic_init_u64(&dlock_shared->counters[i], 0);
 		dlock_shared->nslots = MaxBackends;
 	}
+	dlock_inflight_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
