@@ -6,7 +6,9 @@
  *
  * A claim of up to n rows:
  *	1. reads the keys of the table's live (and poisoned) claims, to leave
- *	   them out of the candidates;
+ *	   them out of the candidates (on an integer key in the default order,
+ *	   long runs of them, and of the rows other claims are taking, are read
+ *	   around instead: claim_runs.c, claim_inflight.c);
  *	2. runs the caller's query (claim_query.c) as the caller: rows that
  *	   match the filter, in order, locked FOR UPDATE SKIP LOCKED, so rows
  *	   another transaction is claiming or completing are skipped without
