@@ -4,7 +4,7 @@
 # 060_history.pl: a short run of the history checker (bench/history), and its
 # control run.
 #
-# bench/history/history.c is compiled with libpq into this test's temporary
+# bench/history/*.c is compiled with libpq into this test's temporary
 # directory.  Then:
 #  - a ~15 s run: 6 client processes acquire, renew, validate-then-write and
 #    release 3 keys with ttls of 200-500 ms, under two roles (pairs of clients
@@ -30,6 +30,7 @@ use strict;
 use warnings;
 
 use File::Basename qw(dirname);
+use File::Glob qw(bsd_glob);
 use File::Spec;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
@@ -37,7 +38,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $srcdir = File::Spec->rel2abs(dirname(__FILE__) . '/..');
-my $source = "$srcdir/bench/history/history.c";
+my @sources = sort(bsd_glob("$srcdir/bench/history/*.c"));
 
 my $node = PostgreSQL::Test::Cluster->new('history');
 $node->init;
@@ -62,7 +63,8 @@ if (!defined $cc || !-f "$incdir/libpq-fe.h")
 	plan skip_all => 'no C compiler or no libpq-fe.h (install gcc and libpq-dev)';
 }
 
-ok(-f $source, 'bench/history/history.c is there');
+ok(-f "$srcdir/bench/history/main.c" && -f "$srcdir/bench/history/history.h",
+	'bench/history/main.c and history.h are there');
 
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $bin = "$tmp/history";
@@ -70,11 +72,11 @@ my ($bout, $berr);
 my $built = IPC::Run::run(
 	[
 		$cc, '-O2', '-Wall', '-Wextra', '-Wno-unused-parameter', "-I$incdir",
-		'-o', $bin, $source, "-L$libdir", '-lpq'
+		'-o', $bin, @sources, "-L$libdir", '-lpq'
 	],
 	'>', \$bout, '2>', \$berr);
-ok($built, 'history.c compiles');
-is($berr, '', 'history.c compiles without warnings');
+ok($built, 'bench/history/*.c compile');
+is($berr, '', 'bench/history/*.c compile without warnings');
 if (!$built)
 {
 	diag("cannot build history: $berr");
