@@ -152,24 +152,29 @@ clear_my_slot(bool committed)
 	dboid = s->dboid;
 	relid = s->relid;
 	memcpy(runs, s->runs, sizeof(DlockKeyRun) * nruns);
+	SpinLockRelease(&s->mutex);
+
+	/* into the ring before out of the slot: a reader never misses them */
+	if (committed && nruns > 0)
+	{
+		SpinLockAcquire(&inflight->recent_mutex);
+		for (int i = 0; i < nruns; i++)
+		{
+			RecentRun  *r = &inflight->recent[inflight->next_seq % DLOCK_RECENT_RUNS];
+
+			r->seq = inflight->next_seq++;
+			r->dboid = dboid;
+			r->relid = relid;
+			r->run = runs[i];
+		}
+		SpinLockRelease(&inflight->recent_mutex);
+	}
+
+	SpinLockAcquire(&s->mutex);
 	s->dboid = InvalidOid;
 	s->relid = InvalidOid;
 	s->nruns = 0;
 	SpinLockRelease(&s->mutex);
-
-	if (!committed || nruns == 0)
-		return;
-	SpinLockAcquire(&inflight->recent_mutex);
-	for (int i = 0; i < nruns; i++)
-	{
-		RecentRun  *r = &inflight->recent[inflight->next_seq % DLOCK_RECENT_RUNS];
-
-		r->seq = inflight->next_seq++;
-		r->dboid = dboid;
-		r->relid = relid;
-		r->run = runs[i];
-	}
-	SpinLockRelease(&inflight->recent_mutex);
 }
 
 static void
