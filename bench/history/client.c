@@ -389,7 +389,7 @@ void
 client_main(int id, const char *tag, int64_t deadline)
 {
 	ClientCtx	c;
-	char		path[4200];
+	char		path[64];
 	ClientState *me = &shared[id];
 
 	memset(&c, 0, sizeof(c));
@@ -401,10 +401,8 @@ client_main(int id, const char *tag, int64_t deadline)
 		snprintf(c.holder, sizeof(c.holder), "h-%s-c%d", tag, id);
 	for (int k = 0; k < nkeys; k++)
 		snprintf(c.keys[k], sizeof(c.keys[k]), "hist-%s-%d", tag, k);
-	snprintf(path, sizeof(path), "%s/client-%d.tsv", outdir, id);
-	c.out = fopen(path, "w");
-	if (c.out == NULL)
-		die("cannot write %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "client-%d.tsv", id);
+	c.out = create_out(path);
 	c.conn = PQconnectdb(conninfo);
 	if (PQstatus(c.conn) != CONNECTION_OK)
 	{

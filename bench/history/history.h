@@ -22,6 +22,7 @@
 
 #define _GNU_SOURCE
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -78,6 +79,7 @@ extern uint64_t rnd(void);
 extern int	rnd_between(int lo, int hi);
 extern bool chance(int percent);
 extern void *xrealloc(void *p, size_t n);
+extern FILE *create_out(const char *name);
 
 /* ------------------------------------------------------------ call records */
 

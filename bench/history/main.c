@@ -280,13 +280,8 @@ main(int argc, char **argv)
 	rng_state = seed;
 	snprintf(tag, sizeof(tag), "%lx%x", (unsigned long) time(NULL), (unsigned) getpid());
 	{
-		char		path[4200];
-		FILE	   *f;
+		FILE	   *f = create_out("meta");
 
-		snprintf(path, sizeof(path), "%s/meta", outdir);
-		f = fopen(path, "w");
-		if (f == NULL)
-			die("cannot write %s: %s", path, strerror(errno));
 		fprintf(f, "%s %d %d %d %d\n", tag, nclients, nkeys, fence ? 1 : 0, seconds);
 		fclose(f);
 	}

@@ -22,13 +22,8 @@
 void
 supervise(int64_t deadline, PauseStats *ps)
 {
-	char		path[4200];
-	FILE	   *f;
+	FILE	   *f = create_out("pauses.tsv");
 
-	snprintf(path, sizeof(path), "%s/pauses.tsv", outdir);
-	f = fopen(path, "w");
-	if (f == NULL)
-		die("cannot write %s: %s", path, strerror(errno));
 	memset(ps, 0, sizeof(*ps));
 	/* let the clients get going */
 	sleep_ms(rnd_between(gap_min, gap_max));

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* ------------------------------------------------------------------ utils */
@@ -78,6 +79,20 @@ bool
 chance(int percent)
 {
 	return (int) (rnd() % 100) < percent;
+}
+
+/* create (or truncate) outdir/name for writing, or die */
+FILE *
+create_out(const char *name)
+{
+	char		path[4200];
+	FILE	   *f;
+
+	snprintf(path, sizeof(path), "%s/%s", outdir, name);
+	f = fopen(path, "w");
+	if (f == NULL)
+		die("cannot write %s: %s", path, strerror(errno));
+	return f;
 }
 
 void *
