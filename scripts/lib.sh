@@ -24,7 +24,9 @@
 #   dlock_cleanup
 # See the comment above each function for details.
 
-DLOCK_PG_BIN=/usr/lib/postgresql/15/bin
+# DLOCK_PG_BIN may be set to another PostgreSQL installation's bin directory
+# (for example a relocated copy, so that two checkouts can test side by side).
+DLOCK_PG_BIN=${DLOCK_PG_BIN:-/usr/lib/postgresql/15/bin}
 DLOCK_PG_CONFIG=$DLOCK_PG_BIN/pg_config
 DLOCK_PACKAGES=(postgresql-15 postgresql-server-dev-15 libipc-run-perl libpq-dev make gcc pgbouncer)
 

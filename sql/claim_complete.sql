@@ -6,7 +6,7 @@
 -- Only stable values are printed: ids, keys, holders, counts and booleans.
 -- Tokens and timestamps are compared, never shown.  Roles are
 -- regress_dlock_k*; everything created here is dropped at the end, no claim
--- is left behind, and the extension is left installed at version 0.2.
+-- is left behind, and the extension is left installed at the default version.
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
@@ -246,15 +246,15 @@ DROP VIEW jobs_view;
 DROP TABLE nopk, twopk;
 
 --
--- upgrade path: 0.1 has no dlock_complete; ALTER EXTENSION ... UPDATE adds
--- it, exactly as a fresh install at 0.2 has it
+-- upgrade path: 0.1 has no dlock_complete; ALTER EXTENSION ... UPDATE to the
+-- default version adds it, exactly as a fresh install has it
 --
 DROP EXTENSION dlock;
 CREATE EXTENSION dlock VERSION '0.1';
 SELECT extversion FROM pg_extension WHERE extname = 'dlock';
 SELECT to_regprocedure('dlock_complete(regclass,text,anyarray)') IS NULL AS no_complete_in_0_1;
 SELECT count(*) AS w1_got_0_1 FROM dlock_claim(NULL::jobs, 'w1', 3, '1 hour', 'id IN (1, 2, 3)');
-ALTER EXTENSION dlock UPDATE TO '0.2';
+ALTER EXTENSION dlock UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'dlock';
 SELECT to_regprocedure('dlock_complete(regclass,text,anyarray)') AS complete_in_0_2;
 SELECT md5(string_agg(pg_describe_object(classid, objid, objsubid), ','
@@ -275,7 +275,7 @@ SELECT key, holder FROM dlock_claims ORDER BY key;
 SELECT k AS w1_completed FROM dlock_complete('jobs', 'w1', ARRAY[2]) AS k;
 
 --
--- nothing left behind; the extension stays installed at 0.2
+-- nothing left behind; the extension stays installed at the default version
 --
 DROP TABLE jobs;
 SELECT count(*) AS claims_left FROM dlock_claims;
