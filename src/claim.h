@@ -20,6 +20,8 @@
 typedef struct ClaimTarget
 {
 	Oid			relid;
+	Oid			claim_relid;	/* the relation its rows' claims are keyed by
+								 * (dlock.claim.relid, key locks) */
 	Oid			rowtype;
 	char		relkind;
 	char	   *relname;		/* quoted, unqualified: the whole-row name */

@@ -186,6 +186,7 @@ build_target(Oid relid)
 	old = MemoryContextSwitchTo(CacheMemoryContext);
 	t = palloc0(sizeof(ClaimTarget));
 	t->relid = relid;
+	t->claim_relid = relid;
 	t->rowtype = rel->rd_rel->reltype;
 	t->relkind = relkind;
 	t->relname = pstrdup(quote_identifier(RelationGetRelationName(rel)));
