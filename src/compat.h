@@ -3,14 +3,19 @@
  * compat.h
  *		The one place for PostgreSQL version differences in dlock.
  *
- * dlock targets PostgreSQL 15 (Debian 12).  Anything that depends on the
- * server version goes here, behind PG_VERSION_NUM, so that the rest of the
- * code can be read as plain PostgreSQL 15 code.
+ * dlock supports PostgreSQL 15, 16, 17 and 18 (15, 17 and 18 are tested;
+ * 16 is covered by the same shims).  Code elsewhere calls the dlock_*
+ * names below and reads as plain PostgreSQL code of any of them.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef DLOCK_COMPAT_H
 #define DLOCK_COMPAT_H
+
+#include "access/heapam.h"
+#include "catalog/pg_namespace.h"
+#include "executor/executor.h"
+#include "utils/acl.h"
 
 #if PG_VERSION_NUM < 150000
 #error "dlock requires PostgreSQL 15 or later"
@@ -20,9 +25,41 @@
 #error "dlock needs a compiler with 128-bit integers (interval arithmetic in args.c)"
 #endif
 
+/*
+ * simple_heap_update: PostgreSQL 16 added an output argument saying which
+ * indexes need new entries.  dlock decides that itself (a HOT update needs
+ * none), so the answer is not used.
+ */
 #if PG_VERSION_NUM >= 160000
-/* PostgreSQL 16 moved the ownership checks to object_ownercheck() */
-#define DLOCK_HAS_OBJECT_ACLCHECK 1
+#define dlock_simple_heap_update(rel, otid, tup) \
+	do { \
+		TU_UpdateIndexes dlock_update_indexes_; \
+		simple_heap_update((rel), (otid), (tup), &dlock_update_indexes_); \
+	} while (0)
+#else
+#define dlock_simple_heap_update(rel, otid, tup) \
+	simple_heap_update((rel), (otid), (tup))
+#endif
+
+/*
+ * ExecInsertIndexTuples: PostgreSQL 16 added onlySummarizing (false: all
+ * indexes), for a new row.
+ */
+#if PG_VERSION_NUM >= 160000
+#define dlock_insert_index_tuples(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, false)
+#else
+#define dlock_insert_index_tuples(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
+#endif
+
+/* PostgreSQL 16 replaced pg_namespace_aclcheck by object_aclcheck */
+#if PG_VERSION_NUM >= 160000
+#define dlock_namespace_aclcheck(nsp, role, mode) \
+	object_aclcheck(NamespaceRelationId, (nsp), (role), (mode))
+#else
+#define dlock_namespace_aclcheck(nsp, role, mode) \
+	pg_namespace_aclcheck((nsp), (role), (mode))
 #endif
 
 #endif							/* DLOCK_COMPAT_H */

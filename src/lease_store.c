@@ -150,7 +150,7 @@ dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 	{
 		ItemPointerData otid = v->tid;
 
-		simple_heap_update(s->rel, &otid, tup);
+		dlock_simple_heap_update(s->rel, &otid, tup);
 		index_row(s, tup, true);
 	}
 	else
