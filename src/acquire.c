@@ -67,23 +67,32 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	start = GetCurrentTimestamp();
 	deadline = start + wait_us;
 	dlock_count(DLOCK_STAT_WAITS, 1);
+	if (dlock_debug_queue_delay_ms > 0)
+		pg_usleep((long) dlock_debug_queue_delay_ms * 1000L);
 	dlock_wait_enqueue(hash, key, holder);
+	woken = false;
 	PG_TRY();
 	{
 		for (;;)
 		{
-			TimestampTz now = GetCurrentTimestamp();
+			TimestampTz now;
 			TimestampTz wake_at = deadline;
 
+			/*
+			 * Try again once in the queue before the first sleep: a release
+			 * that committed after the attempt above but before this backend
+			 * joined the queue woke nobody.
+			 */
+			r = attempt(key, holder, ttl_us, hash, woken, token, &expires_at);
+			if (DLOCK_ACQ_OK(r))
+				break;
+			now = GetCurrentTimestamp();
 			if (now >= deadline)
 				break;
 			/* a lease nobody releases: wake when it runs out */
 			if (r == DLOCK_ACQ_BUSY && expires_at > now && expires_at < wake_at)
 				wake_at = expires_at;
 			woken = dlock_wait_sleep(wake_at - now);
-			r = attempt(key, holder, ttl_us, hash, woken, token, &expires_at);
-			if (DLOCK_ACQ_OK(r))
-				break;
 		}
 	}
 	PG_FINALLY();

@@ -18,6 +18,8 @@
 PG_MODULE_MAGIC;
 
 int			dlock_poll_interval_ms = 10;
+int			dlock_safety_wake_ms = 1000;
+int			dlock_debug_queue_delay_ms = 0;
 int			dlock_idle_key_lifetime_s = 3600;
 bool		dlock_handoff_yield = true;
 
@@ -33,6 +35,23 @@ _PG_init(void)
 							&dlock_poll_interval_ms,
 							10, 1, 10000,
 							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.safety_wake",
+							"Longest sleep of a waiting acquire between two checks of its key.",
+							"Waiters are woken when their key is freed; this wake-up "
+							"is only a safety net.",
+							&dlock_safety_wake_ms,
+							1000, 10, 3600 * 1000,
+							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.debug_queue_delay",
+							"Developer option: sleep this long between a waiting "
+							"acquire's first attempt and joining the queue.",
+							"Only for tests that a release in that window is not "
+							"missed, as post_auth_delay is for authentication.",
+							&dlock_debug_queue_delay_ms,
+							0, 0, 60 * 1000,
+							PGC_SUSET, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.idle_key_lifetime",
 							"How long the row of a free or expired key is kept before cleanup deletes it.",
@@ -51,6 +70,8 @@ _PG_init(void)
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dlock");
+
+	dlock_xact_init();
 
 	if (process_shared_preload_libraries_in_progress)
 		dlock_shmem_init();

@@ -154,20 +154,29 @@ extern int64 dlock_lease_release_all(text *holder);
 extern bool dlock_lease_force_release(text *key);
 extern int64 dlock_lease_cleanup(int64 idle_us, int limit);
 
+/* ---- views.c: what a role may see of others' leases, waits and claims ---- */
+extern bool dlock_sees_role(Oid owner);
+
 /* ---- acquire.c: one attempt, or a wait in the key's queue ---- */
 extern bool dlock_acquire(text *key, text *holder, int64 ttl_us,
 						  int64 wait_us, int64 *token);
 
 /* ---- wait.c: FIFO queues and sleeping ---- */
 extern bool dlock_wait_wake_key(uint64 hash);
+extern void dlock_wait_wake_all_heads(void);
 extern void dlock_wait_yield(void);
 extern bool dlock_wait_queue_blocks(uint64 hash);
 extern void dlock_wait_enqueue(uint64 hash, text *key, text *holder);
 extern void dlock_wait_leave(void);
 extern bool dlock_wait_sleep(int64 timeout_us);
 
+/* ---- xact.c: transaction ends ---- */
+extern void dlock_xact_init(void);
+
 /* ---- dlock.c: GUCs ---- */
 extern int	dlock_poll_interval_ms;
+extern int	dlock_safety_wake_ms;
+extern int	dlock_debug_queue_delay_ms;
 extern int	dlock_idle_key_lifetime_s;
 extern bool dlock_handoff_yield;
 

@@ -183,8 +183,13 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 			dlock_store_close(&s);
 			return DLOCK_ACQ_BUSY;
 		}
-		/* free, but waiters queue for it: they come first */
-		if (queue_blocks && !lease_is_ours(&l, holder, role))
+		/*
+		 * free, but waiters queue for it: they come first, also before the
+		 * holder of a lease that ran out (only a live lease of one's own
+		 * may be extended past the queue)
+		 */
+		if (queue_blocks && !(lease_live(&l, GetCurrentTimestamp()) &&
+							  lease_is_ours(&l, holder, role)))
 		{
 			dlock_store_close(&s);
 			return DLOCK_ACQ_QUEUED;
@@ -213,6 +218,14 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		lease_write_extend(&s, key, &l, ttl_us, *expires_at);
 		*token = l.token;
 		res = DLOCK_ACQ_EXTENDED;
+		dlock_xact_note_key(&kl);
+	}
+	else if (queue_blocks)
+	{
+		/* it ran out between the two reads: the queue still comes first */
+		give_back_key(&kl, ExclusiveLock);
+		dlock_store_close(&s);
+		return DLOCK_ACQ_QUEUED;
 	}
 	else
 	{
@@ -300,9 +313,13 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 						 ExclusiveLock, &l, &now);
 	if (ok)
 	{
+		DlockKeyLock kl = lease_keylock(key);
+
 		if (ttl_us < 0)
 			ttl_us = l.ttl_us;
 		lease_write_extend(&s, key, &l, ttl_us, now + ttl_us);
+		/* the key lock is kept to the end: its waiters wake then */
+		dlock_xact_note_key(&kl);
 	}
 	dlock_store_close(&s);
 	return ok;
@@ -452,7 +469,10 @@ dlock_lease_cleanup_locked(int64 idle_us, int limit)
 			continue;
 		values[1] = PointerGetDatum(keys[i]);
 		if (dlock_spi_run(del, values, NULL, 0, SPI_OK_DELETE) == 1)
+		{
+			dlock_xact_note_key(&kl);
 			deleted++;
+		}
 		else
 			give_back_key(&kl, ExclusiveLock);
 	}

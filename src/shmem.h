@@ -43,6 +43,7 @@ typedef struct DlockWaitSlot
 	uint64		ticket;			/* arrival order */
 	TimestampTz since;
 	Oid			dboid;
+	Oid			owner;			/* the waiting role */
 	char		key[DLOCK_MAX_KEY_BYTES + 1];
 	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockWaitSlot;

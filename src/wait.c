@@ -17,8 +17,13 @@
  *    wakes it only to find the lease still held;
  *  - by the head that leaves the queue without the key (wait ran out,
  *    query cancelled), for the next one.
+ *  - by COMMIT PREPARED and ROLLBACK PREPARED (xact.c), which wake the head
+ *    of every queue in the database: the prepared transaction's keys are
+ *    not known there;
+ *  - by the rollback of a subtransaction that locked a key (xact.c).
  * A waiter also wakes by itself when the lease it waits on expires, and
- * at the latest every second as a safety net.
+ * at the latest every dlock.safety_wake (default one second) as a safety
+ * net; the tests run with that set very long, so nothing depends on it.
  *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
@@ -43,8 +48,6 @@
 
 #include "dlock.h"
 #include "shmem.h"
-
-#define DLOCK_SAFETY_WAKE_US	(1000 * 1000)
 
 static int	my_slot = -1;
 static bool exit_callback_registered = false;
@@ -98,6 +101,28 @@ dlock_wait_wake_key(uint64 hash)
 	woke = wake_head_locked(hash);
 	LWLockRelease(dlock_shared->lock);
 	return woke;
+}
+
+/*
+ * Wake the head of every queue in this database.  For the ends of prepared
+ * transactions, whose keys are not known to the backend that finishes
+ * them; a head woken for nothing tries once and sleeps again.
+ */
+void
+dlock_wait_wake_all_heads(void)
+{
+	if (dlock_shared == NULL || pg_atomic_read_u32(&dlock_shared->nwaiters) == 0)
+		return;
+	LWLockAcquire(dlock_shared->lock, LW_SHARED);
+	for (int i = 0; i < dlock_shared->nslots; i++)
+	{
+		DlockWaitSlot *s = &dlock_shared->slots[i];
+
+		if (s->in_use && s->dboid == MyDatabaseId &&
+			queue_head_locked(s->key_hash) == i)
+			SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
+	}
+	LWLockRelease(dlock_shared->lock);
 }
 
 /*
@@ -168,6 +193,7 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder)
 		s->ticket = dlock_shared->next_ticket++;
 		s->since = GetCurrentTimestamp();
 		s->dboid = MyDatabaseId;
+		s->owner = GetUserId();
 		text_to_cstring_buffer(key, s->key, sizeof(s->key));
 		text_to_cstring_buffer(holder, s->holder, sizeof(s->holder));
 		pg_atomic_fetch_add_u32(&dlock_shared->nwaiters, 1);
@@ -209,7 +235,7 @@ dlock_wait_sleep(int64 timeout_us)
 	if (dlock_shared == NULL)
 		timeout_us = Min(timeout_us, (int64) dlock_poll_interval_ms * 1000);
 	else
-		timeout_us = Min(timeout_us, DLOCK_SAFETY_WAKE_US);
+		timeout_us = Min(timeout_us, (int64) dlock_safety_wake_ms * 1000);
 	ms = (long) ((timeout_us + 999) / 1000);
 	if (ms > 0)
 	{
@@ -227,7 +253,9 @@ dlock_wait_sleep(int64 timeout_us)
  *		 queue_position int)
  *
  * Backends waiting in dlock_acquire in the current database; position 1
- * is the head of its key's queue.  Empty without shared memory.
+ * is the head of its key's queue.  A role sees only the waits of roles
+ * whose privileges it has (dlock_sees_role, views.c).  Empty without
+ * shared memory.
  */
 PG_FUNCTION_INFO_V1(dlock_waiters);
 Datum
@@ -247,7 +275,8 @@ dlock_waiters(PG_FUNCTION_ARGS)
 		bool		nulls[5] = {0};
 		int			pos = 1;
 
-		if (!s->in_use || s->dboid != MyDatabaseId)
+		if (!s->in_use || s->dboid != MyDatabaseId ||
+			!dlock_sees_role(s->owner))
 			continue;
 		for (int j = 0; j < dlock_shared->nslots; j++)
 		{

@@ -5,6 +5,16 @@
  *		keys it touched, and let a transaction that only released leases
  *		commit without waiting for its WAL flush.
  *
+ * Wake-ups.  The keys a transaction locked for writing or validating are
+ * noted; once its locks are gone (top-level commit or abort), the head
+ * waiter of each is woken.  A rolled-back subtransaction gives back the
+ * key locks it took at once, so it wakes the noted keys too (a head woken
+ * while the key is still locked by the outer transaction tries once and
+ * sleeps again).  A prepared transaction keeps its locks past this
+ * backend's transaction; COMMIT PREPARED and ROLLBACK PREPARED (which may
+ * run in any backend, and do not know its keys) wake the head of every
+ * queue in the database, through a ProcessUtility hook.
+ *
  * Asynchronous release.  A release that is lost in a crash only keeps the
  * key until its ttl runs out, and the next holder's durable acquire
  * flushes the release's WAL anyway (WAL is flushed in order).  So a
@@ -22,7 +32,9 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -39,6 +51,8 @@ static bool async_pending = false;
 static XLogRecPtr async_lsn = InvalidXLogRecPtr;
 
 static bool callback_registered = false;
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 static void dlock_xact_callback(XactEvent event, void *arg);
 static void dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
@@ -129,12 +143,53 @@ dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
 	ListCell   *lc;
 	bool		woke = false;
 
-	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !isTopLevel ||
-		touched_keys == NIL)
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || touched_keys == NIL)
+		return;
+	/* a subtransaction's commit passes its locks on to its parent */
+	if (!isTopLevel && isCommit)
 		return;
 	foreach(lc, touched_keys)
 		woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));
-	touched_keys = NIL;			/* memory goes with TopTransactionContext */
+	if (isTopLevel)
+		touched_keys = NIL;		/* memory goes with TopTransactionContext */
 	if (woke)
 		dlock_wait_yield();
+}
+
+/*
+ * COMMIT PREPARED / ROLLBACK PREPARED: once the prepared transaction's
+ * locks are gone, wake the head of every queue in this database.
+ */
+static void
+dlock_process_utility(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+	bool		finishes_prepared = false;
+
+	if (IsA(stmt, TransactionStmt))
+	{
+		TransactionStmtKind kind = ((TransactionStmt *) stmt)->kind;
+
+		finishes_prepared = (kind == TRANS_STMT_COMMIT_PREPARED ||
+							 kind == TRANS_STMT_ROLLBACK_PREPARED);
+	}
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	if (finishes_prepared)
+		dlock_wait_wake_all_heads();
+}
+
+/* called from _PG_init */
+void
+dlock_xact_init(void)
+{
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = dlock_process_utility;
 }

@@ -1,0 +1,173 @@
+# Copyright: dlock contributors
+#
+# 015_wake.pl: a waiter is woken by every commit or rollback that frees its
+# key, never only by the safety-net timer.
+#
+# The cluster runs with dlock.safety_wake = 1 hour, so a waiter that is not
+# woken sleeps through its whole wait (30 s) and tries once more only at its
+# end: every case below checks that the waiter got a token less than 10 s
+# after the event that freed the key (a woken waiter takes milliseconds; one
+# that was not woken takes 30 s).  Cases (issue 12):
+#  - a release that commits between a waiting acquire's first attempt and
+#    its joining the queue (dlock.debug_queue_delay widens that window);
+#  - COMMIT PREPARED of a release, ROLLBACK PREPARED of an acquire;
+#  - ROLLBACK TO SAVEPOINT of an acquire, with the outer transaction open;
+#  - a lease that runs out with nobody releasing it;
+#  - the backend of a transaction holding the key lock being terminated;
+#  - FIFO: the holder of a lease that ran out does not get it back past the
+#    queue.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $node = PostgreSQL::Test::Cluster->new('wake');
+$node->init;
+$node->append_conf('postgresql.conf',
+	    "shared_preload_libraries = 'dlock'\n"
+	  . "dlock.safety_wake = '1h'\n"
+	  . "max_prepared_transactions = 4\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION dlock');
+
+# Start a waiting acquire in a background psql; returns the session.
+sub start_wait
+{
+	my ($key, $holder, $setup) = @_;
+	my $bg = $node->background_psql('postgres', on_error_stop => 0);
+	$bg->query_safe($setup) if $setup;
+	$bg->query_until(qr/starting wait/,
+		    "\\echo starting wait\n"
+		  . "SELECT coalesce(dlock_acquire('$key', '$holder', '1 min', '30 s')::text, 'NULL')"
+		  . " || ' ' || extract(epoch FROM clock_timestamp());\n"
+	);
+	return $bg;
+}
+
+# The server's clock now, in seconds since 1970.
+sub now_s
+{
+	return $node->safe_psql('postgres', 'SELECT extract(epoch FROM clock_timestamp())');
+}
+
+# The result of the waiting acquire: "woken" when it got a token less than
+# 10 s after $since (the event that freed the key), else what it returned.
+sub wait_result
+{
+	my ($bg, $since) = @_;
+	my $out = $bg->query_until(qr/wait finished\n/, "\\echo wait finished\n");
+	$out =~ s/\n?wait finished\n//;
+	$bg->quit;
+	my ($token, $at) = split(/ /, $out);
+	return 'woken' if $token =~ /^\d+$/ && $at - $since < 10;
+	return "not woken: $out (event at $since)";
+}
+
+sub queued
+{
+	my ($key, $n) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = $n FROM dlock_waiters WHERE key = '$key'")
+	  or die "$key never had $n waiters";
+	return;
+}
+
+sub holder_of
+{
+	my ($key) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT holder FROM dlock_locks WHERE key = '$key'");
+}
+
+# --- a release in the window between the first attempt and the queue ---
+$node->safe_psql('postgres', "SELECT dlock_acquire('wk:gap', 'h1', '1 min')");
+my $waits0 = $node->safe_psql('postgres', 'SELECT waits FROM dlock_stats()');
+my $w = start_wait('wk:gap', 'w', "SET dlock.debug_queue_delay = '3s'");
+# the waiter's first attempt found the key held (it counts a wait before
+# its delay): it is now in its delay, not yet queued
+$node->poll_query_until('postgres',
+	"SELECT waits > $waits0 FROM dlock_stats()")
+  or die 'the waiter never started waiting';
+is($node->safe_psql('postgres', "SELECT count(*) FROM dlock_waiters WHERE key = 'wk:gap'"),
+	'0', 'gap: the waiter has not joined the queue yet');
+is($node->safe_psql('postgres', "SELECT dlock_release('wk:gap', 'h1')"),
+	't', 'gap: the holder released while the waiter was between attempt and queue');
+my $t = now_s();
+is(wait_result($w, $t), 'woken', 'gap: the waiter got the key (the release was not missed)');
+is(holder_of('wk:gap'), 'w', 'gap: the waiter holds it');
+
+# --- COMMIT PREPARED of a release ---
+$node->safe_psql('postgres', "SELECT dlock_acquire('wk:2pc', 'h1', '1 min')");
+$w = start_wait('wk:2pc', 'w');
+queued('wk:2pc', 1);
+$node->safe_psql('postgres',
+	"BEGIN; SELECT dlock_release('wk:2pc', 'h1'); PREPARE TRANSACTION 'wk_rel'");
+is(holder_of('wk:2pc'), 'h1', '2pc: the prepared release has not freed the key yet');
+$node->safe_psql('postgres', "COMMIT PREPARED 'wk_rel'");
+$t = now_s();
+is(wait_result($w, $t), 'woken', '2pc: COMMIT PREPARED woke the waiter, which got the key');
+is(holder_of('wk:2pc'), 'w', '2pc: the waiter holds it');
+
+# --- ROLLBACK PREPARED of an acquire ---
+$node->safe_psql('postgres',
+	"BEGIN; SELECT dlock_acquire('wk:2pcr', 'h1', '1 min'); PREPARE TRANSACTION 'wk_acq'");
+$w = start_wait('wk:2pcr', 'w');
+queued('wk:2pcr', 1);
+$node->safe_psql('postgres', "ROLLBACK PREPARED 'wk_acq'");
+$t = now_s();
+is(wait_result($w, $t), 'woken', '2pc: ROLLBACK PREPARED of an acquire woke the waiter');
+is(holder_of('wk:2pcr'), 'w', '2pc: the waiter holds the key');
+
+# --- ROLLBACK TO SAVEPOINT of an acquire, outer transaction still open ---
+my $tx = $node->background_psql('postgres');
+$tx->query_safe("BEGIN; SAVEPOINT s; SELECT dlock_acquire('wk:sp', 'h1', '1 min')");
+$w = start_wait('wk:sp', 'w');
+queued('wk:sp', 1);
+$tx->query_safe('ROLLBACK TO SAVEPOINT s');
+$t = now_s();
+is(wait_result($w, $t), 'woken',
+	'savepoint: rolling back the acquire woke the waiter while the outer transaction stays open');
+is(holder_of('wk:sp'), 'w', 'savepoint: the waiter holds the key');
+$tx->query_safe('COMMIT');
+$tx->quit;
+
+# --- a lease that runs out ---
+$node->safe_psql('postgres', "SELECT dlock_acquire('wk:exp', 'h1', '700 ms')");
+$t = now_s();
+$w = start_wait('wk:exp', 'w');
+is(wait_result($w, $t), 'woken', 'expiry: the waiter got the key when the lease ran out');
+is(holder_of('wk:exp'), 'w', 'expiry: the waiter holds it');
+
+# --- the holder's backend is terminated inside its transaction ---
+$tx = $node->background_psql('postgres', on_error_stop => 0);
+my $txpid = $tx->query_safe('SELECT pg_backend_pid()');
+$tx->query_safe("BEGIN; SELECT dlock_acquire('wk:die', 'h1', '1 min')");
+$w = start_wait('wk:die', 'w');
+queued('wk:die', 1);
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($txpid)");
+$t = now_s();
+is(wait_result($w, $t), 'woken', 'death: terminating the locking backend woke the waiter');
+eval { $tx->quit; };
+
+# --- FIFO: an expired holder does not jump the queue ---
+$tx = $node->background_psql('postgres');
+$tx->query_safe("SELECT dlock_acquire('wk:fifo', 'h1', '500 ms')");
+# keep the key locked in an open transaction, so the waiter cannot take it
+$tx->query_safe("BEGIN; SELECT dlock_renew('wk:fifo', 'h1', '500 ms')");
+$w = start_wait('wk:fifo', 'w');
+queued('wk:fifo', 1);
+$tx->query_safe('SELECT pg_sleep(0.7)');
+is($tx->query_safe("SELECT dlock_acquire('wk:fifo', 'h1', '1 min') IS NULL"),
+	't', 'fifo: the holder of an expired lease gets NULL while someone queues');
+$tx->query_safe('COMMIT');
+$t = now_s();
+$tx->quit;
+is(wait_result($w, $t), 'woken', 'fifo: the queued waiter got the key');
+is(holder_of('wk:fifo'), 'w', 'fifo: the waiter holds it, not the old holder');
+
+$node->stop;
+done_testing();
