@@ -42,14 +42,14 @@ PGFILEDESC = "dlock - lease locks with fencing tokens"
 REGRESS = lease_basic lease_errors lease_roles \
 	wait_isolation_levels \
 	claim_basic claim_errors claim_roles \
-	hostile_input claim_complete claim_ranges
+	hostile_input claim_complete claim_ranges views_roles claim_review
 REGRESS_OPTS = --load-extension=dlock
 
 # isolation specs: specs/NAME.spec against expected/NAME.out
 ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder \
 	wait_wake_release wait_wake_expiry wait_fifo wait_rollback_release wait_cancel \
 	claim_disjoint claim_race_committed claim_complete_vs_takeover claim_complete_fence \
-	claim_inflight
+	claim_inflight claim_complete_vs_renew
 ISOLATION_OPTS = --load-extension=dlock
 
 TAP_TESTS = 1

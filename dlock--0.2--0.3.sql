@@ -7,6 +7,39 @@
 -- Leases: tokens, wake-ups, views (issue 12)
 -- =====================================================================
 
+-- The views show a role only what it may see: the leases, waits and claims
+-- of roles whose privileges it has, claims only on tables it may SELECT
+-- from; everything for superusers and members of pg_read_all_stats.
+-- dlock_locks, dlock_waiters and dlock_claims filter in their functions
+-- (views.c, wait.c); dlock_dead_claims, a plain view, filters here, as a
+-- security barrier so that no function of the caller's sees other rows.
+CREATE OR REPLACE VIEW dlock_dead_claims WITH (security_barrier = true) AS
+    SELECT c.relid::pg_catalog.regclass AS table_name,
+           c.key,
+           c.attempts,
+           c.holder AS last_holder,
+           c.claimed_at AS last_claimed_at,
+           c.poisoned_at
+      FROM dlock.claim c
+     WHERE c.poisoned_at IS NOT NULL
+       AND (pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE')
+            OR (EXISTS (SELECT 1 FROM pg_catalog.pg_authid a
+                         WHERE a.oid OPERATOR(pg_catalog.=) c.owner
+                           AND pg_catalog.pg_has_role(a.oid, 'USAGE'))
+                AND pg_catalog.has_table_privilege(c.relid, 'SELECT')));
+COMMENT ON VIEW dlock_dead_claims IS 'rows no longer handed out because they were claimed max_attempts times (those of roles whose privileges you have, on tables you can read)';
+
+COMMENT ON FUNCTION dlock_locks() IS
+'unexpired leases at the latest committed state that the caller may see (the rows of the dlock_locks view)';
+COMMENT ON FUNCTION dlock_claims() IS
+'unexpired claims at the latest committed state that the caller may see (the rows of the dlock_claims view)';
+COMMENT ON FUNCTION dlock_waiters() IS
+'backends waiting in dlock_acquire in this database that the caller may see (needs dlock in shared_preload_libraries)';
+COMMENT ON FUNCTION dlock_release_all(text) IS
+'free every unexpired lease and claim of holder taken by the calling role; returns how many';
+
+COMMENT ON SEQUENCE dlock.token_seq IS 'fencing tokens: kept at or above the clock in microseconds since 1970, see token.c';
+
 -- (end of the lease section)
 
 

@@ -432,7 +432,7 @@ BEGIN
     ord := ord OPERATOR(pg_catalog.+) 1; step := 'claim, text key, filter and order_by';
     result := ARRAY(SELECT j.id FROM dlock_claim(NULL::public.hostile_text, 'c2', 2, '1 hour',
                                                  'status OPERATOR(pg_catalog.=) 0 AND id OPERATOR(pg_catalog.<>) ''c''',
-                                                 'id DESC', 5) j)::text; RETURN NEXT;
+                                                 'id DESC', 100) j)::text; RETURN NEXT;
     ord := ord OPERATOR(pg_catalog.+) 1; step := 'claimed'; result := dlock_claimed('public.hostile_big', 1, 'c1')::text; RETURN NEXT;
     ord := ord OPERATOR(pg_catalog.+) 1; step := 'claimed, key as text'; result := dlock_claimed('public.hostile_big', '2'::text, 'c1')::text; RETURN NEXT;
     ord := ord OPERATOR(pg_catalog.+) 1; step := 'claimed, other holder'; result := dlock_claimed('public.hostile_big', 1, 'c2')::text; RETURN NEXT;
@@ -498,7 +498,7 @@ SELECT dlock_force_release('hostile:x') AS forced;
 SELECT dlock_force_release('hostile:x') AS forced_again;
 SELECT dlock_reset_claims('public.hostile_big', ARRAY[1, 2]::bigint[]) AS reset;
 SELECT dlock_reset_claims('public.hostile_big', ARRAY[1, 2]::bigint[]) AS reset_again;
-SELECT dlock_cleanup('1000 years') AS cleaned_up;
+SELECT dlock_cleanup('1000 years') >= 0 AS cleanup_ran;
 RESET search_path;
 -- every round gave the results of the first one, nothing fired, nothing left
 SELECT r.run, count(*) AS steps,

@@ -171,7 +171,7 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 		return;
 
 	/* under the key locks, at the latest committed state (claim_store.c) */
-	dlock_claim_store_lookup(req->target->relid, locked, nlocked, found, live,
+	dlock_claim_store_lookup(req->target->claim_relid, locked, nlocked, found, live,
 							 attempts, poisoned);
 	for (int j = 0; j < nlocked; j++)
 	{
@@ -195,7 +195,7 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 		Datum		values[3];
 		SPIPlanPtr	plan;
 
-		values[0] = ObjectIdGetDatum(req->target->relid);
+		values[0] = ObjectIdGetDatum(req->target->claim_relid);
 		values[1] = dlock_text_array(poison, npoison);
 		values[2] = TimestampTzGetDatum(now);
 		plan = dlock_spi_plan(Q_CLAIM_POISON,
@@ -263,7 +263,7 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 			fresh[nfresh++] = c[i].key;
 	}
 
-	values[0] = ObjectIdGetDatum(req->target->relid);
+	values[0] = ObjectIdGetDatum(req->target->claim_relid);
 	values[2] = PointerGetDatum(req->holder);
 	values[3] = ObjectIdGetDatum(role);
 	values[4] = Int64GetDatum(token);
@@ -274,7 +274,7 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 	if (nfresh > 0)
 	{
 		/* no claim row yet: every one of them is written (claim_store.c) */
-		dlock_claim_store_insert(req->target->relid, fresh, nfresh, req->holder,
+		dlock_claim_store_insert(req->target->claim_relid, fresh, nfresh, req->holder,
 								 role, token, req->ttl_us, now,
 								 now + req->ttl_us);
 		for (int i = 0; i < n; i++)
@@ -311,17 +311,28 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
  * how many.  The rows stay in SPI's tuple table.
  */
 static uint64
-fetch_candidates(const ClaimTarget *t, SPIPlanPtr uplan, Datum *values,
+fetch_candidates(const ClaimRequest *req, SPIPlanPtr uplan, Datum *values,
 				 const char *nulls, Candidate **cp, Datum **pksp)
 {
-	int			rc;
+	const ClaimTarget *t = req->target;
+	MemoryContext cxt = CurrentMemoryContext;
+	int			rc = 0;
 	uint64		n;
 	SPITupleTable *tab;
 	Candidate  *c;
 	Datum	   *pks;
 	int			io;
 
-	rc = SPI_execute_plan(uplan, values, nulls, false, 0);
+	/* errors in the caller's filter or order_by name the caller's text */
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(uplan, values, nulls, false, 0);
+	}
+	PG_CATCH();
+	{
+		dlock_claim_query_rethrow(cxt, t, req->filter, req->order_by);
+	}
+	PG_END_TRY();
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
 	n = SPI_processed;
@@ -370,7 +381,7 @@ publish_inflight(const ClaimTarget *t, const Candidate *c, const Datum *pks,
 		if (c[i].claimable)
 			vals[nvals++] = pks[i];
 	nruns = dlock_claim_long_runs(t->pk_type, vals, &nvals, &runs);
-	dlock_inflight_publish(t->relid, runs, nruns);
+	dlock_inflight_publish(t->claim_relid, runs, nruns);
 	pfree(vals);
 	pfree(runs);
 }
@@ -425,7 +436,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		mark = dlock_inflight_mark();
 
 	dlock_spi_begin(&spi);
-	excl = excluded_keys(t->relid, GetCurrentTimestamp(), &nexcl);
+	excl = excluded_keys(t->claim_relid, GetCurrentTimestamp(), &nexcl);
 	maxexcl = nexcl + req->n + 1;
 
 	/* from here on, everything that runs the table's types runs as the caller */
@@ -461,7 +472,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		if (ranged)
 		{
 			/* around the runs as they are now; exclusive bounds */
-			int			nruns = current_runs(t->relid, mark, base, nbase, runs);
+			int			nruns = current_runs(t->claim_relid, mark, base, nbase, runs);
 
 			dlock_claim_next_range(runs, nruns, &has_lo, &lo, &has_hi, &hi,
 								   &after_hi);
@@ -474,7 +485,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 			else
 				unulls[3] = 'n';
 		}
-		ncand = fetch_candidates(t, uplan, uvalues, unulls, &c, &pks);
+		ncand = fetch_candidates(req, uplan, uvalues, unulls, &c, &pks);
 		if (ncand < (uint64) need)
 		{
 			/* this key range is done: on to the next one, if any */
@@ -514,7 +525,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		dlock_spi_as_owner(&spi);
 		for (uint64 i = 0; i < ncand; i++)
 		{
-			DlockKeyLock kl = dlock_claim_keylock(t->relid, c[i].key);
+			DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
 
 			c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
 		}
@@ -546,7 +557,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 			}
 			else if (c[i].locked)
 			{
-				DlockKeyLock kl = dlock_claim_keylock(t->relid, c[i].key);
+				DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
 
 				dlock_key_unlock(&kl, ExclusiveLock);
 			}
@@ -556,6 +567,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 			break;
 	}
 	dlock_spi_as_owner(&spi);
+	dlock_claim_user_plan_done(uplan);
 
 	dlock_count(DLOCK_STAT_CLAIMS, claimed);
 	dlock_count(DLOCK_STAT_REDELIVERIES, redelivered);

@@ -41,6 +41,7 @@ typedef struct ClaimTarget
 /* claim_target.c */
 extern const ClaimTarget *dlock_claim_target_for_type(Oid rowtype);
 extern const ClaimTarget *dlock_claim_target_for_rel(Oid relid);
+extern void dlock_claim_check_access(const ClaimTarget *t, const char *fn);
 extern text *dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type);
 extern Datum dlock_claim_key_value(const ClaimTarget *t, text *key);
 extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
@@ -55,6 +56,9 @@ extern bool dlock_claim_query_ranged(const ClaimTarget *t,
 extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
 											   const char *filter,
 											   const char *order_by);
+extern void dlock_claim_user_plan_done(struct _SPI_plan *plan);
+extern void dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
+									  const char *filter, const char *order_by) pg_attribute_noreturn();
 
 /* claim_runs.c: runs of consecutive integer keys a claim reads around */
 #define DLOCK_MIN_SKIPPED_RUN	32
@@ -119,5 +123,6 @@ extern int64 dlock_claim_renew(const ClaimTarget *t, text *holder,
 extern int64 dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys);
 extern int64 dlock_claim_release_all(text *holder);
 extern void dlock_claim_maybe_cleanup(void);
+extern int64 dlock_claim_cleanup(int64 idle_us, int limit);
 
 #endif							/* DLOCK_CLAIM_H */

@@ -27,11 +27,21 @@ require_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				 errmsg("%s must not be null", what)));
 }
 
+/*
+ * The table argument.  fn, when given, is a function of the table's claim
+ * holders, which needs what dlock_claim needs of the caller: USAGE on the
+ * table's schema and UPDATE on the table.
+ */
 static const ClaimTarget *
-arg_table(FunctionCallInfo fcinfo, int argno)
+arg_table(FunctionCallInfo fcinfo, int argno, const char *fn)
 {
+	const ClaimTarget *t;
+
 	require_arg(fcinfo, argno, "table");
-	return dlock_claim_target_for_rel(PG_GETARG_OID(argno));
+	t = dlock_claim_target_for_rel(PG_GETARG_OID(argno));
+	if (fn)
+		dlock_claim_check_access(t, fn);
+	return t;
 }
 
 static char *
@@ -111,6 +121,7 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, 0);
 
 	req.target = dlock_claim_target_for_type(rowtype);
+	dlock_claim_check_access(req.target, "dlock_claim()");
 	req.holder = dlock_arg_holder(fcinfo, 1);
 	require_arg(fcinfo, 2, "n");
 	req.n = PG_GETARG_INT32(2);
@@ -155,7 +166,7 @@ PG_FUNCTION_INFO_V1(dlock_claimed_sql);
 Datum
 dlock_claimed_sql(PG_FUNCTION_ARGS)
 {
-	const ClaimTarget *t = arg_table(fcinfo, 0);
+	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_claimed()");
 	text	   *key;
 	text	   *holder;
 	Oid			keytype;
@@ -184,7 +195,7 @@ PG_FUNCTION_INFO_V1(dlock_unclaim_sql);
 Datum
 dlock_unclaim_sql(PG_FUNCTION_ARGS)
 {
-	const ClaimTarget *t = arg_table(fcinfo, 0);
+	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_unclaim()");
 	text	   *holder = dlock_arg_holder(fcinfo, 1);
 	text	  **keys = NULL;
 	int			nkeys = 0;
@@ -214,7 +225,7 @@ Datum
 dlock_complete_sql(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	const ClaimTarget *t = arg_table(fcinfo, 0);
+	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_complete()");
 	text	   *holder = dlock_arg_holder(fcinfo, 1);
 	Datum	   *elems;
 	int			nkeys;
@@ -266,7 +277,7 @@ PG_FUNCTION_INFO_V1(dlock_renew_claims_sql);
 Datum
 dlock_renew_claims_sql(PG_FUNCTION_ARGS)
 {
-	const ClaimTarget *t = arg_table(fcinfo, 0);
+	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_renew_claims()");
 	text	   *holder = dlock_arg_holder(fcinfo, 1);
 	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, true);
 
@@ -286,7 +297,7 @@ PG_FUNCTION_INFO_V1(dlock_reset_claims_sql);
 Datum
 dlock_reset_claims_sql(PG_FUNCTION_ARGS)
 {
-	const ClaimTarget *t = arg_table(fcinfo, 0);
+	const ClaimTarget *t = arg_table(fcinfo, 0, NULL);
 	int			nkeys;
 	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys, NULL);
 

@@ -40,7 +40,7 @@
 bool
 dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 {
-	DlockKeyLock kl = dlock_claim_keylock(t->relid, key);
+	DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, key);
 	bool		ok;
 
 	/*
@@ -49,7 +49,7 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	 * an expired claim, an unclaim) are short.
 	 */
 	dlock_key_lock(&kl, ShareLock);
-	ok = dlock_claim_store_held(t->relid, key, holder, GetUserId());
+	ok = dlock_claim_store_held(t->claim_relid, key, holder, GetUserId());
 	if (!ok)
 	{
 		dlock_key_unlock(&kl, ShareLock);
@@ -155,11 +155,13 @@ typedef struct HolderArg
 } HolderArg;
 
 /*
- * Delete the holder's live claims on these keys (locked by the caller);
- * returns how many.
+ * Give back the holder's live claims on these keys (locked by the caller):
+ * the claim rows stay, free, with their attempt counts (a row given back
+ * after a failed attempt still counts towards max_attempts); returns how
+ * many.
  */
 static int64
-delete_holder_claims(Oid relid, text **keys, int n, void *arg)
+give_back_holder_claims(Oid relid, text **keys, int n, void *arg)
 {
 	text	   *holder = ((HolderArg *) arg)->holder;
 	Oid			role = ((HolderArg *) arg)->role;
@@ -174,17 +176,19 @@ delete_holder_claims(Oid relid, text **keys, int n, void *arg)
 	values[2] = PointerGetDatum(holder);
 	values[3] = ObjectIdGetDatum(role);
 	plan = dlock_spi_plan(Q_CLAIM_DELETE_KEYS,
-						  "DELETE FROM " DLOCK_SCHEMA ".claim"
+						  "UPDATE " DLOCK_SCHEMA ".claim"
+						  "   SET holder = NULL, owner = NULL,"
+						  "       expires_at = pg_catalog.clock_timestamp()"
 						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
 						  "   AND holder" EQ "$3 AND owner" EQ "$4"
 						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
 						  4, types);
-	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
 }
 
 /*
  * Give back the holder's live claims on a table: all of them (keys NULL)
- * or those rows.  The claim rows are deleted.
+ * or those rows.  The claim rows stay, with their attempt counts.
  */
 int64
 dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
@@ -194,12 +198,12 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 	HolderArg	arg;
 
 	dlock_spi_begin(&spi);
-	keys = holder_keys(t->relid, holder, spi.caller, keys,
+	keys = holder_keys(t->claim_relid, holder, spi.caller, keys,
 					   keys ? dlock_sort_unique_keys(keys, nkeys) : 0, &nkeys);
 	arg.holder = holder;
 	arg.role = spi.caller;
-	n = write_in_chunks(t->relid, keys, nkeys, ExclusiveLock,
-						delete_holder_claims, &arg);
+	n = write_in_chunks(t->claim_relid, keys, nkeys, ExclusiveLock,
+						give_back_holder_claims, &arg);
 	dlock_spi_end(&spi);
 	return n;
 }
@@ -221,19 +225,41 @@ int
 dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 					 int nkeys, bool *done)
 {
+	Oid			role = GetUserId();
+	text	  **mine = palloc(sizeof(text *) * Max(nkeys, 1));
+	int		   *at = palloc(sizeof(int) * Max(nkeys, 1));
+	bool	   *mine_done = palloc(sizeof(bool) * Max(nkeys, 1));
+	int			nmine = 0;
 	int			ndone;
 
 	memset(done, 0, sizeof(bool) * nkeys);
 	if (nkeys == 0)
 		return 0;
-	lock_keys(t->relid, keys, nkeys, ExclusiveLock);
-	ndone = dlock_claim_store_delete_held(t->relid, keys, nkeys, holder,
-										  GetUserId(), done);
+
+	/*
+	 * Lock only the keys whose claims the caller holds (read without a
+	 * lock first): a caller must not be able to hold up the claims of rows
+	 * it does not hold.  The read under the locks decides.
+	 */
 	for (int i = 0; i < nkeys; i++)
 	{
-		if (!done[i])
+		CHECK_FOR_INTERRUPTS();
+		if (dlock_claim_store_held(t->claim_relid, keys[i], holder, role))
 		{
-			DlockKeyLock kl = dlock_claim_keylock(t->relid, keys[i]);
+			at[nmine] = i;
+			mine[nmine++] = keys[i];
+		}
+	}
+	lock_keys(t->claim_relid, mine, nmine, ExclusiveLock);
+	ndone = dlock_claim_store_delete_held(t->claim_relid, mine, nmine, holder,
+										  role, mine_done);
+	for (int j = 0; j < nmine; j++)
+	{
+		if (mine_done[j])
+			done[at[j]] = true;
+		else
+		{
+			DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, mine[j]);
 
 			dlock_key_unlock(&kl, ExclusiveLock);
 		}
@@ -283,11 +309,11 @@ dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
 	HolderArg	arg;
 
 	dlock_spi_begin(&spi);
-	keys = holder_keys(t->relid, holder, spi.caller, NULL, 0, &nkeys);
+	keys = holder_keys(t->claim_relid, holder, spi.caller, NULL, 0, &nkeys);
 	arg.holder = holder;
 	arg.role = spi.caller;
 	arg.ttl_us = ttl_us;
-	n = write_in_chunks(t->relid, keys, nkeys, ShareLock,
+	n = write_in_chunks(t->claim_relid, keys, nkeys, ShareLock,
 						renew_holder_claims, &arg);
 	dlock_spi_end(&spi);
 	return n;
@@ -322,7 +348,7 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 
 	dlock_spi_begin(&spi);
 	/* only the keys that have claim rows, in order */
-	values[0] = ObjectIdGetDatum(t->relid);
+	values[0] = ObjectIdGetDatum(t->claim_relid);
 	values[1] = dlock_text_array(keys, nkeys);
 	plan = dlock_spi_plan(Q_CLAIM_EXISTING_KEYS,
 						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
@@ -330,13 +356,13 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 						  2, types);
 	nkeys = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
 	keys = dlock_copy_key_column(nkeys);
-	n = write_in_chunks(t->relid, keys, nkeys, ExclusiveLock,
+	n = write_in_chunks(t->claim_relid, keys, nkeys, ExclusiveLock,
 						delete_claims, NULL);
 	dlock_spi_end(&spi);
 	return n;
 }
 
-/* dlock_release_all's part: delete every live claim of holder and role */
+/* dlock_release_all's part: give back every live claim of holder and role */
 int64
 dlock_claim_release_all(text *holder)
 {
@@ -371,7 +397,7 @@ dlock_claim_release_all(text *holder)
 		if (i == nrows || relids[i] != relids[start])
 		{
 			n += write_in_chunks(relids[start], keys + start, (int) (i - start),
-								 ExclusiveLock, delete_holder_claims, &arg);
+								 ExclusiveLock, give_back_holder_claims, &arg);
 			start = i;
 		}
 	}
@@ -380,36 +406,37 @@ dlock_claim_release_all(text *holder)
 }
 
 /*
- * Now and then (and only in a transaction of its own), a claim deletes
- * claim rows that expired longer than dlock.idle_key_lifetime ago and are
- * not poisoned, and claim rows of tables that no longer exist, so that claim storage does not grow with every claim ever
- * made.  Rows another transaction holds the key lock of are skipped.
+ * Delete up to limit claim rows that have been free or expired for longer
+ * than idle_us and are not poisoned, and claim rows of tables that no
+ * longer exist, so that claim storage does not grow with every claim ever
+ * made.  Live claims and poisoned rows are never deleted; rows another
+ * transaction holds the key lock of are skipped.  Returns how many rows
+ * were deleted.  dlock_cleanup() calls it, and claims now and then.
  */
-void
-dlock_claim_maybe_cleanup(void)
+int64
+dlock_claim_cleanup(int64 idle_us, int limit)
 {
-	Oid			seltypes[1] = {TIMESTAMPTZOID};
+	Oid			seltypes[2] = {TIMESTAMPTZOID, INT4OID};
 	Oid			deltypes[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
 	Datum		values[3];
+	DlockSpi	spi;
 	SPIPlanPtr	sel;
 	SPIPlanPtr	del;
 	uint64		n;
 	text	  **keys;
 	Oid		   *relids;
+	int64		deleted = 0;
 
-	if (IsTransactionBlock() ||
-		(pg_prng_uint32(&pg_global_prng_state) & 63) != 0)
-		return;
-
-	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() -
-									(int64) dlock_idle_key_lifetime_s * USECS_PER_SEC);
+	dlock_spi_begin(&spi);
+	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() - idle_us);
+	values[1] = Int32GetDatum(limit);
 	sel = dlock_spi_plan(Q_CLAIM_IDLE_KEYS,
 						 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim c"
 						 " WHERE (expires_at OPERATOR(pg_catalog.<) $1 AND poisoned_at IS NULL)"
 						 "    OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
 						 "                    WHERE r.oid" EQ "c.relid)"
-						 " LIMIT 256",
-						 1, seltypes);
+						 " LIMIT $2",
+						 2, seltypes);
 	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
 	keys = dlock_copy_key_column(n);
 	relids = dlock_copy_oid_column(n, 2);
@@ -433,5 +460,23 @@ dlock_claim_maybe_cleanup(void)
 		values[1] = PointerGetDatum(keys[i]);
 		if (dlock_spi_run(del, values, NULL, 0, SPI_OK_DELETE) == 0)
 			dlock_key_unlock(&kl, ExclusiveLock);
+		else
+			deleted++;
 	}
+	dlock_spi_end(&spi);
+	return deleted;
+}
+
+/*
+ * Now and then (and only in a transaction of its own: the keys it deletes
+ * stay locked until commit), a claim cleans up a few idle claim rows.
+ */
+void
+dlock_claim_maybe_cleanup(void)
+{
+	if (IsTransactionBlock() ||
+		(pg_prng_uint32(&pg_global_prng_state) & 63) != 0)
+		return;
+	(void) dlock_claim_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
+							   256);
 }

@@ -21,9 +21,11 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
@@ -38,10 +40,54 @@
 typedef struct UserPlan
 {
 	char	   *sql;
+	Oid			relid;			/* the table and key type it was planned for */
+	Oid			pk_type;
+	int			busy;			/* claims running it now (nested calls) */
 	SPIPlanPtr	plan;
 } UserPlan;
 
 static List *user_plans = NIL;	/* most recently used first */
+static bool xact_callback_registered = false;
+
+/*
+ * No claim runs once the top-level transaction has ended: a plan marked
+ * busy by a claim that failed (and whose error was caught below it) is
+ * free again.
+ */
+static void
+user_plans_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	foreach(lc, user_plans)
+		((UserPlan *) lfirst(lc))->busy = 0;
+}
+
+/*
+ * Forget the least recently used plans beyond MAX_CACHED_PLANS, but never
+ * one that a claim is running right now (an outer call of a nested claim):
+ * while many are busy, more are kept.
+ */
+static void
+trim_user_plans(void)
+{
+	int			n = list_length(user_plans);
+
+	for (int i = n - 1; i >= 0 && list_length(user_plans) > MAX_CACHED_PLANS; i--)
+	{
+		UserPlan   *up = list_nth(user_plans, i);
+
+		if (up->busy > 0)
+			continue;
+		user_plans = list_delete_nth_cell(user_plans, i);
+		SPI_freeplan(up->plan);
+		pfree(up->sql);
+		pfree(up);
+	}
+}
 
 static bool
 contains_param_walker(Node *node, void *context)
@@ -233,10 +279,104 @@ build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
 }
 
 /*
- * The kept plan of a claim query.  Prepared once per distinct query text
- * in this backend (at most MAX_CACHED_PLANS are kept) with custom plans,
- * so that the list of keys to leave out is planned as a constant and
- * tested through a hash table.
+ * An error raised while the claim query is planned or run (an unknown
+ * column in the caller's filter, a missing privilege, an error in a
+ * function the filter calls) is reported against the caller's own text:
+ * a position in the filter or order_by is moved into that argument, and
+ * dlock's query text, which SPI adds to the error, is taken out again.
+ * Called in a PG_CATCH block with the error still current; rethrows it.
+ */
+void
+dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
+						  const char *filter, const char *order_by)
+{
+	char	   *sql = build_sql(t, filter, order_by);
+	ErrorData  *edata;
+	const char *arg = NULL;
+	const char *argname = NULL;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+
+	if (edata->internalquery && strcmp(edata->internalquery, sql) == 0)
+	{
+		int			pos = edata->internalpos;
+		const char *fstart = strstr(sql, " WHERE (\n");
+		const char *ostart = order_by ? strstr(sql, " ORDER BY\n") : NULL;
+
+		edata->internalquery = NULL;
+		edata->internalpos = 0;
+		if (fstart && filter)
+		{
+			int			from = pg_mbstrlen_with_len(sql, fstart + 9 - sql);
+			int			len = pg_mbstrlen(filter);
+
+			if (pos > from && pos <= from + len)
+			{
+				arg = filter;
+				argname = "filter";
+				edata->internalpos = pos - from;
+			}
+		}
+		if (!arg && ostart)
+		{
+			int			from = pg_mbstrlen_with_len(sql, ostart + 10 - sql);
+			int			len = pg_mbstrlen(order_by);
+
+			if (pos > from && pos <= from + len)
+			{
+				arg = order_by;
+				argname = "order_by";
+				edata->internalpos = pos - from;
+			}
+		}
+		if (arg)
+			edata->internalquery = pstrdup(arg);
+	}
+
+	/* SPI's context line quotes dlock's query: take it out */
+	if (edata->context)
+	{
+		char	   *quoted = psprintf("SQL statement \"%s\"", sql);
+		char	   *at = strstr(edata->context, quoted);
+
+		if (at)
+		{
+			StringInfoData ctx;
+			const char *rest = at + strlen(quoted);
+
+			if (*rest == '\n')
+				rest++;
+			initStringInfo(&ctx);
+			appendBinaryStringInfo(&ctx, edata->context, at - edata->context);
+			appendStringInfoString(&ctx, rest);
+			while (ctx.len > 0 && ctx.data[ctx.len - 1] == '\n')
+				ctx.data[--ctx.len] = '\0';
+			edata->context = ctx.len > 0 ? ctx.data : NULL;
+		}
+	}
+	{
+		char	   *mine = argname ?
+			psprintf("%s of dlock_claim on table %s", argname, t->qualname) :
+			psprintf("claim query of dlock_claim on table %s (filter %s, order_by %s)",
+					 t->qualname, filter ? filter : "NULL",
+					 order_by ? order_by : "NULL");
+
+		edata->context = edata->context ?
+			psprintf("%s\n%s", edata->context, mine) : mine;
+	}
+	ReThrowError(edata);
+}
+
+/*
+ * The kept plan of a claim query, marked busy until
+ * dlock_claim_user_plan_done.  Prepared once per distinct query text, table
+ * and key type in this backend (at most MAX_CACHED_PLANS idle ones are
+ * kept) with custom plans, so that the list of keys to leave out is planned
+ * as a constant and tested through a hash table.  A table dropped and
+ * created again under the same name is another table (another relid), so
+ * its plans are new ones, with its key type.
  */
 SPIPlanPtr
 dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
@@ -250,21 +390,40 @@ dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
 	SPIPlanPtr	plan;
 	MemoryContext old;
 
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(user_plans_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
 	foreach(lc, user_plans)
 	{
 		up = lfirst(lc);
-		if (strcmp(up->sql, sql) == 0)
+		if (up->relid == t->relid && up->pk_type == t->pk_type &&
+			strcmp(up->sql, sql) == 0)
 		{
 			if (foreach_current_index(lc) > 0)
 			{
 				user_plans = foreach_delete_current(user_plans, lc);
 				user_plans = lcons(up, user_plans);
 			}
+			up->busy++;
 			return up->plan;
 		}
 	}
 
-	plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_CUSTOM_PLAN);
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+
+		PG_TRY();
+		{
+			plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_CUSTOM_PLAN);
+		}
+		PG_CATCH();
+		{
+			dlock_claim_query_rethrow(cxt, t, filter, order_by);
+		}
+		PG_END_TRY();
+	}
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for claim query: %s",
 			 SPI_result_code_string(SPI_result));
@@ -272,19 +431,33 @@ dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
 		elog(ERROR, "SPI_keepplan failed");
 	up = MemoryContextAlloc(TopMemoryContext, sizeof(UserPlan));
 	up->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	up->relid = t->relid;
+	up->pk_type = t->pk_type;
+	up->busy = 1;
 	up->plan = plan;
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	user_plans = lcons(up, user_plans);
-	if (list_length(user_plans) > MAX_CACHED_PLANS)
-	{
-		UserPlan   *last = llast(user_plans);
-
-		user_plans = list_delete_last(user_plans);
-		SPI_freeplan(last->plan);
-		pfree(last->sql);
-		pfree(last);
-	}
+	trim_user_plans();
 	MemoryContextSwitchTo(old);
 	return up->plan;
+}
+
+/* The claim that got plan from dlock_claim_user_plan is done with it. */
+void
+dlock_claim_user_plan_done(SPIPlanPtr plan)
+{
+	ListCell   *lc;
+
+	foreach(lc, user_plans)
+	{
+		UserPlan   *up = lfirst(lc);
+
+		if (up->plan == plan)
+		{
+			if (up->busy > 0)
+				up->busy--;
+			break;
+		}
+	}
 }

@@ -147,13 +147,34 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 	dlock_store_open(&s, "claim", Natts_claim_table);
 	for (int i = 0; i < n; i++)
 	{
-		CHECK_FOR_INTERRUPTS();
-		done[i] = fetch_claim(&s, relid, keys[i]) &&
-			fetched_held(&s, holder, role);
-		if (done[i])
+		done[i] = false;
+		for (;;)
 		{
-			simple_heap_delete(s.rel, &s.slot->tts_tid);
-			ndone++;
+			TM_FailureData tmfd;
+			TM_Result	r;
+
+			CHECK_FOR_INTERRUPTS();
+			if (!fetch_claim(&s, relid, keys[i]) ||
+				!fetched_held(&s, holder, role))
+				break;
+
+			/*
+			 * A renewal or give-back of the same holder may have written the
+			 * row and given its key lock back before committing: wait for it
+			 * to end, then look again (renewed: still ours; given back: not).
+			 */
+			r = heap_delete(s.rel, &s.slot->tts_tid, GetCurrentCommandId(true),
+							InvalidSnapshot, true, &tmfd, false);
+			if (r == TM_Ok)
+			{
+				done[i] = true;
+				ndone++;
+				break;
+			}
+			if (r == TM_Deleted)
+				break;
+			if (r != TM_Updated)
+				elog(ERROR, "unexpected result %d deleting a claim row", (int) r);
 		}
 	}
 	dlock_store_close(&s);
@@ -219,8 +240,7 @@ dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
 
 		CHECK_FOR_INTERRUPTS();
 		ResetPerTupleExprContext(estate);
-		recheck = ExecInsertIndexTuples(rri, slots[i], estate, false, false,
-										NULL, NIL);
+		recheck = dlock_insert_index_tuples(rri, slots[i], estate);
 		list_free(recheck);
 		ExecDropSingleTupleTableSlot(slots[i]);
 	}

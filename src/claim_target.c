@@ -29,13 +29,17 @@
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -52,7 +56,9 @@ static bool callback_registered = false;
 
 /*
  * A relcache invalidation only marks targets stale: a caller may still be
- * using one.  Stale entries are a few bytes each, left until backend exit.
+ * using one.  Stale entries are freed when the top-level transaction ends
+ * (no claim call runs then), so a long-lived pooled backend keeps only one
+ * entry per table it claims from.
  */
 static void
 target_inval_callback(Datum arg, Oid relid)
@@ -65,6 +71,36 @@ target_inval_callback(Datum arg, Oid relid)
 
 		if (!OidIsValid(relid) || t->relid == relid)
 			t->stale = true;
+	}
+}
+
+static void
+free_target(ClaimTarget *t)
+{
+	pfree(t->relname);
+	pfree(t->qualname);
+	pfree(t->pk_colname);
+	pfree(t->pk_eq_op);
+	pfree(t);
+}
+
+static void
+targets_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	foreach(lc, targets)
+	{
+		ClaimTarget *t = lfirst(lc);
+
+		if (t->stale)
+		{
+			targets = foreach_delete_current(targets, lc);
+			free_target(t);
+		}
 	}
 }
 
@@ -107,6 +143,8 @@ dlock_claim_io_begin(const ClaimTarget *t, Oid other_type)
 		{"extra_float_digits", "1"},
 		{"bytea_output", "hex"},
 		{"lc_monetary", "C"},
+		/* reg* types name objects relative to search_path */
+		{"search_path", "pg_catalog"},
 	};
 	int			nestlevel;
 
@@ -186,7 +224,15 @@ build_target(Oid relid)
 	old = MemoryContextSwitchTo(CacheMemoryContext);
 	t = palloc0(sizeof(ClaimTarget));
 	t->relid = relid;
-	t->claim_relid = relid;
+
+	/*
+	 * A row has one claim however it is reached: the rows of a partition
+	 * tree are claimed under its root, whether the call names the root, a
+	 * partition, or a partition of a partition.  (A plain inheritance
+	 * parent is read with ONLY: its children are tables of their own.)
+	 */
+	t->claim_relid = rel->rd_rel->relispartition ?
+		llast_oid(get_partition_ancestors(relid)) : relid;
 	t->rowtype = rel->rd_rel->reltype;
 	t->relkind = relkind;
 	t->relname = pstrdup(quote_identifier(RelationGetRelationName(rel)));
@@ -228,6 +274,7 @@ dlock_claim_target_for_rel(Oid relid)
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(target_inval_callback, (Datum) 0);
+		RegisterXactCallback(targets_xact_callback, NULL);
 		callback_registered = true;
 	}
 	t = build_target(relid);
@@ -238,6 +285,34 @@ dlock_claim_target_for_rel(Oid relid)
 		MemoryContextSwitchTo(old);
 	}
 	return t;
+}
+
+/*
+ * dlock_claim and the holder-side claim functions (fn) need USAGE on the
+ * table's schema and UPDATE on the table (or on one of its columns: what
+ * FOR UPDATE needs to lock a row).  A role that
+ * cannot touch the table must not learn which of its rows are claimed, nor
+ * lock their keys.
+ */
+void
+dlock_claim_check_access(const ClaimTarget *t, const char *fn)
+{
+	Oid			role = GetUserId();
+	Oid			nsp = get_rel_namespace(t->relid);
+
+	if (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for schema %s", get_namespace_name(nsp)),
+				 errdetail("%s needs USAGE on the schema of table %s.", fn,
+						   get_rel_name(t->relid))));
+	if (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(t->relid, role, ACL_UPDATE, ACLMASK_ANY) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(t->relid)),
+				 errdetail("%s needs UPDATE on the table (or on one of its columns), "
+						   "the privilege that locking its rows needs.", fn)));
 }
 
 /* The claim target whose row type is rowtype (dlock_claim(NULL::tbl, ...)). */

@@ -164,9 +164,10 @@ dlock_force_release_sql(PG_FUNCTION_ARGS)
 /*
  * dlock_cleanup(idle interval DEFAULT NULL) RETURNS bigint
  *
- * Deletes the rows of keys that have been free or expired for longer than
- * idle (NULL: dlock.idle_key_lifetime); returns how many.  Acquires do
- * this now and then by themselves.
+ * Deletes the rows of lease keys, and the claim rows, that have been free
+ * or expired for longer than idle (NULL: dlock.idle_key_lifetime), never a
+ * live lease or claim nor a poisoned claim row; returns how many.
+ * Acquires and claims do this now and then by themselves.
  */
 PG_FUNCTION_INFO_V1(dlock_cleanup_sql);
 Datum
@@ -185,5 +186,6 @@ dlock_cleanup_sql(PG_FUNCTION_ARGS)
 					 errmsg("idle must not be negative")));
 	}
 	writes_allowed("dlock_cleanup()");
-	PG_RETURN_INT64(dlock_lease_cleanup(idle_us, INT_MAX));
+	PG_RETURN_INT64(dlock_lease_cleanup(idle_us, INT_MAX) +
+					dlock_claim_cleanup(idle_us, INT_MAX));
 }
