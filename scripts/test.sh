@@ -16,8 +16,9 @@
 # (the TAP tests start their own clusters with PostgreSQL::Test::Cluster).
 # The last line printed is `N passed, N failed` (pg_regress tests, isolation
 # tests, TAP assertions; a TAP file that dies counts as a failure, and so do
-# compiler warnings); the exit status is 0 only if nothing failed and at
-# least one test ran.
+# compiler warnings); the exit status is 0 only if nothing failed and
+# every suite ran at least one test.  A TAP file that skips itself (plan
+# skip_all) counts as a failure unless DLOCK_ALLOW_SKIP names it.
 #
 # Environment (all optional):
 #   DLOCK_SRC              source tree to test (default: this repository)
@@ -26,6 +27,9 @@
 #   DLOCK_TIMEOUT_REGRESS / DLOCK_TIMEOUT_ISOLATION / DLOCK_TIMEOUT_TAP
 #                          per-suite time limits in seconds (90/120/240)
 #   DLOCK_KEEP=1           keep the /tmp work directories even on success
+#   DLOCK_ALLOW_SKIP       TAP files (names without .pl, space or comma
+#                          separated) allowed to skip themselves; any other
+#                          TAP file that skips itself counts as a failure
 #   PROVE_FLAGS            passed to prove (e.g. --verbose, -j2)
 set -uo pipefail
 
@@ -148,6 +152,10 @@ count_pg_regress() {
     elif [ "$f" -gt 0 ]; then
         NOTES+=("FAIL: [$name] $f test(s) failed: $(grep -E '^(test| ) +[^ ]+ +\.\.\. (FAILED|failed)' "$log" | awk '{print $2}' | tr '\n' ' ')")
     fi
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        NOTES+=("FAIL: [$name] ran no test")
+    fi
     echo "==> [$name] $p passed, $f failed"
     PASSED=$((PASSED + p))
     FAILED=$((FAILED + f))
@@ -175,6 +183,24 @@ count_tap() {
             NOTES+=("FAIL: [tap] exit $SUITE_RC; see its output above")
         elif [ "$f" -gt 0 ]; then
             NOTES+=("FAIL: [tap] $f failure(s) in $files_failed file(s): $(sed -nE 's/^(t\/[^ ]+) \(Wstat: .*/\1/p' "$log" | tr '\n' ' ')")
+        fi
+        # A file that skips itself (plan skip_all) tested nothing: that is a
+        # failure unless DLOCK_ALLOW_SKIP names it (e.g. "040_pgbouncer").
+        local sk name
+        while read -r sk; do
+            [ -n "$sk" ] || continue
+            name=$(basename "$sk" .pl)
+            case " ${DLOCK_ALLOW_SKIP//,/ } " in
+                *" $name "*) echo "==> [tap] $sk skipped itself (allowed by DLOCK_ALLOW_SKIP)" ;;
+                *)
+                    f=$((f + 1))
+                    NOTES+=("FAIL: [tap] $sk skipped itself (set DLOCK_ALLOW_SKIP=$name if that is wanted)")
+                    ;;
+            esac
+        done < <(sed -nE 's/^(t\/[^ ]+\.pl) \.+ skipped:.*/\1/p' "$log")
+        if [ "$total" -eq 0 ]; then
+            f=$((f + 1))
+            NOTES+=("FAIL: [tap] ran no test")
         fi
     fi
     echo "==> [tap] $p passed, $f failed"
@@ -231,10 +257,10 @@ if [ -n "$V_REGRESS" ] && [ -n "$R_LIST" ]; then
     if [ "$SUITE_RC" -ne 0 ]; then
         show_file "$BUILD/regression.diffs" 300
     fi
-elif [ -n "$V_REGRESS" ]; then
-    echo "==> no pg_regress test has its files yet: none run"
 else
-    echo "==> no pg_regress tests (REGRESS is empty)"
+    echo "==> [regress] FAIL: no pg_regress test to run (REGRESS: '${V_REGRESS}')"
+    NOTES+=("FAIL: [regress] no test to run")
+    FAILED=$((FAILED + 1))
 fi
 
 if [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
@@ -243,10 +269,10 @@ if [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
     if [ "$SUITE_RC" -ne 0 ]; then
         show_file "$BUILD/output_iso/regression.diffs" 300
     fi
-elif [ -n "$V_ISOLATION" ]; then
-    echo "==> no isolation test has its files yet: none run"
 else
-    echo "==> no isolation tests (ISOLATION is empty)"
+    echo "==> [isolation] FAIL: no isolation test to run (ISOLATION: '${V_ISOLATION}')"
+    NOTES+=("FAIL: [isolation] no test to run")
+    FAILED=$((FAILED + 1))
 fi
 
 if [ -n "$V_TAP" ] && ! compgen -G "$BUILD/t/*.pl" >/dev/null; then
@@ -261,7 +287,9 @@ elif [ -n "$V_TAP" ]; then
         for f in "$BUILD"/tmp_check/log/*.log; do show_file "$f" 25; done
     fi
 else
-    echo "==> no TAP tests (TAP_TESTS is empty)"
+    echo "==> [tap] FAIL: no TAP tests (TAP_TESTS is empty)"
+    NOTES+=("FAIL: [tap] no test to run")
+    FAILED=$((FAILED + 1))
 fi
 
 if [ "$FAILED" -gt 0 ]; then
