@@ -58,7 +58,7 @@ extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
 											   const char *order_by);
 extern void dlock_claim_user_plan_done(struct _SPI_plan *plan);
 extern void dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
-									  const char *filter, const char *order_by) pg_attribute_noreturn();
+									  const char *filter, const char *order_by);
 
 /* claim_runs.c: runs of consecutive integer keys a claim reads around */
 #define DLOCK_MIN_SKIPPED_RUN	32

@@ -123,9 +123,9 @@ static InflightSlot *
 my_slot(void)
 {
 	if (inflight == NULL || MyProc == NULL ||
-		MyProc->pgprocno < 0 || MyProc->pgprocno >= inflight->nslots)
+		dlock_my_procno() < 0 || dlock_my_procno() >= inflight->nslots)
 		return NULL;
-	return &inflight->slots[MyProc->pgprocno];
+	return &inflight->slots[dlock_my_procno()];
 }
 
 /*

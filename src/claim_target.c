@@ -206,7 +206,7 @@ build_target(Oid relid)
 				 errdetail("Rows can be claimed only from tables.")));
 
 	rel = relation_open(relid, AccessShareLock);
-	pkoid = RelationGetPrimaryKeyIndex(rel);
+	pkoid = dlock_primary_key_index(rel);
 	if (!OidIsValid(pkoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

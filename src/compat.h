@@ -12,10 +12,13 @@
 #ifndef DLOCK_COMPAT_H
 #define DLOCK_COMPAT_H
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "catalog/pg_namespace.h"
 #include "executor/executor.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
+#include "utils/relcache.h"
 
 #if PG_VERSION_NUM < 150000
 #error "dlock requires PostgreSQL 15 or later"
@@ -60,6 +63,28 @@
 #else
 #define dlock_namespace_aclcheck(nsp, role, mode) \
 	pg_namespace_aclcheck((nsp), (role), (mode))
+#endif
+
+/*
+ * PostgreSQL 18: RelationGetPrimaryKeyIndex takes deferrable_ok (a
+ * deferrable primary key is no key to look rows up by), and
+ * index_beginscan takes scan instrumentation (none here).
+ */
+#if PG_VERSION_NUM >= 180000
+#define dlock_primary_key_index(rel)	RelationGetPrimaryKeyIndex((rel), false)
+#define dlock_index_beginscan(heap, idx, snap, nkeys) \
+	index_beginscan((heap), (idx), (snap), NULL, (nkeys), 0)
+#else
+#define dlock_primary_key_index(rel)	RelationGetPrimaryKeyIndex(rel)
+#define dlock_index_beginscan(heap, idx, snap, nkeys) \
+	index_beginscan((heap), (idx), (snap), (nkeys), 0)
+#endif
+
+/* PostgreSQL 17 numbers backends by ProcNumber, no longer PGPROC.pgprocno */
+#if PG_VERSION_NUM >= 170000
+#define dlock_my_procno()	((int) MyProcNumber)
+#else
+#define dlock_my_procno()	(MyProc->pgprocno)
 #endif
 
 #endif							/* DLOCK_COMPAT_H */

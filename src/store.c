@@ -48,7 +48,7 @@ dlock_store_open(DlockStore *s, const char *name, int natts)
 						DLOCK_SCHEMA, name),
 				 errhint("Run CREATE EXTENSION dlock in this database.")));
 	s->rel = table_open(relid, RowExclusiveLock);
-	pkey = RelationGetPrimaryKeyIndex(s->rel);
+	pkey = dlock_primary_key_index(s->rel);
 	if (RelationGetDescr(s->rel)->natts != natts ||
 		s->rel->rd_rel->relkind != RELKIND_RELATION || !OidIsValid(pkey))
 		ereport(ERROR,
@@ -83,7 +83,7 @@ dlock_store_fetch(DlockStore *s, ScanKey keys, int nkeys)
 	bool		found;
 
 	ExecClearTuple(s->slot);
-	scan = index_beginscan(s->rel, s->idx, snap, nkeys, 0);
+	scan = dlock_index_beginscan(s->rel, s->idx, snap, nkeys);
 	index_rescan(scan, keys, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, s->slot);
 	if (found)

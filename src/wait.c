@@ -188,7 +188,7 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder)
 	{
 		s->in_use = true;
 		s->pid = MyProcPid;
-		s->procno = MyProc->pgprocno;
+		s->procno = dlock_my_procno();
 		s->key_hash = hash;
 		s->ticket = dlock_shared->next_ticket++;
 		s->since = GetCurrentTimestamp();
