@@ -42,7 +42,7 @@ PGFILEDESC = "dlock - lease locks with fencing tokens"
 REGRESS = lease_basic lease_errors lease_roles \
 	wait_isolation_levels \
 	claim_basic claim_errors claim_roles \
-	hostile_input claim_complete claim_ranges views_roles claim_review
+	hostile_input claim_complete claim_ranges views_roles claim_review upgrade
 REGRESS_OPTS = --load-extension=dlock
 
 # isolation specs: specs/NAME.spec against expected/NAME.out
@@ -62,3 +62,10 @@ EXTRA_CLEAN = results regression.diffs regression.out tmp_check tmp_check_iso ou
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# make dist: the release zip for PGXN (dlock-VERSION.zip), from the
+# committed tree (git archive), with META.json at its top.
+DIST_VERSION = $(shell sed -nE 's/^ *"version": "([0-9.]+)".*/\1/p' META.json | head -n 1)
+dist:
+	git archive --format zip --prefix=dlock-$(DIST_VERSION)/ -o dlock-$(DIST_VERSION).zip HEAD
+.PHONY: dist

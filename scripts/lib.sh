@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # scripts/lib.sh - shared helpers for dlock's scripts (test.sh, demo.sh, benchmarks).
 #
-# Source it from bash, as root, on Debian 12:
+# Source it from bash, as root, on Debian 12, 13 or unstable (it uses the
+# PostgreSQL that release ships, or DLOCK_PG_MAJOR / DLOCK_PG_BIN):
 #
 #   . "$(dirname "$0")/lib.sh"
 #   dlock_ensure_packages                      # apt-get only what is missing
@@ -24,11 +25,40 @@
 #   dlock_cleanup
 # See the comment above each function for details.
 
+DLOCK_APT_UPDATED=${DLOCK_APT_UPDATED:-}
+
+# dlock__pg_major: the PostgreSQL major version to build and test against:
+# $DLOCK_PG_MAJOR if set; else the one $DLOCK_PG_BIN belongs to; else the
+# newest server installed; else the one this Debian release ships (what its
+# "postgresql" package depends on).
+dlock__pg_major() {
+    local m
+    if [ -n "${DLOCK_PG_MAJOR:-}" ]; then
+        echo "$DLOCK_PG_MAJOR"; return 0
+    fi
+    if [ -n "${DLOCK_PG_BIN:-}" ] && [ -x "$DLOCK_PG_BIN/pg_config" ]; then
+        "$DLOCK_PG_BIN/pg_config" --version | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p'
+        return 0
+    fi
+    m=$(ls -d /usr/lib/postgresql/*/bin/postgres 2>/dev/null | sed -nE 's#^/usr/lib/postgresql/([0-9]+)/.*#\1#p' | sort -n | tail -n 1)
+    if [ -z "$m" ]; then
+        m=$(apt-cache depends postgresql 2>/dev/null | sed -nE 's/^ *Depends: postgresql-([0-9]+)$/\1/p' | head -n 1)
+        if [ -z "$m" ] && [ "$(id -u)" -eq 0 ]; then
+            DEBIAN_FRONTEND=noninteractive apt-get -q -y -o DPkg::Lock::Timeout=300 update >/dev/null 2>&1 &&
+                DLOCK_APT_UPDATED=1
+            m=$(apt-cache depends postgresql 2>/dev/null | sed -nE 's/^ *Depends: postgresql-([0-9]+)$/\1/p' | head -n 1)
+        fi
+    fi
+    echo "${m:-15}"
+}
+
 # DLOCK_PG_BIN may be set to another PostgreSQL installation's bin directory
 # (for example a relocated copy, so that two checkouts can test side by side).
-DLOCK_PG_BIN=${DLOCK_PG_BIN:-/usr/lib/postgresql/15/bin}
+DLOCK_PG_MAJOR=$(dlock__pg_major)
+DLOCK_PG_BIN=${DLOCK_PG_BIN:-/usr/lib/postgresql/$DLOCK_PG_MAJOR/bin}
 DLOCK_PG_CONFIG=$DLOCK_PG_BIN/pg_config
-DLOCK_PACKAGES=(postgresql-15 postgresql-server-dev-15 libipc-run-perl libpq-dev make gcc pgbouncer)
+DLOCK_PACKAGES=(postgresql-$DLOCK_PG_MAJOR postgresql-server-dev-$DLOCK_PG_MAJOR libipc-run-perl
+    libpq-dev make gcc pgbouncer)
 
 case ":$PATH:" in
     "$DLOCK_PG_BIN:"*) ;;
@@ -38,7 +68,6 @@ export PATH
 
 # Clusters started by dlock_cluster_start and not stopped yet (their DIRs).
 DLOCK_CLUSTERS=()
-DLOCK_APT_UPDATED=${DLOCK_APT_UPDATED:-}
 DLOCK_TRAP_SET=
 
 dlock_log() { printf '==> %s\n' "$*" >&2; }
@@ -116,7 +145,7 @@ dlock__copy_tree() {
 # dlock_build_install SRC_DIR [WORK_DIR]
 #   Copies SRC_DIR (sources only, no .git, no build output) to WORK_DIR
 #   (default: a new mktemp dir /tmp/dlock-build.XXXXXX), chowns it to postgres,
-#   builds it there as postgres with `make PG_CONFIG=.../15/bin/pg_config`, then
+#   builds it there as postgres with `make PG_CONFIG=$DLOCK_PG_CONFIG`, then
 #   runs `make install` as root. Nothing is written to SRC_DIR.
 #   Sets:
 #     DLOCK_BUILD_DIR       the postgres-owned copy (run `make installcheck` there)

@@ -140,17 +140,21 @@ run_suite() {
     fi
 }
 
-# count_pg_regress NAME: counts `test x ... ok` / `... FAILED` lines of a
-# pg_regress or pg_isolation_regress run.
+# count_pg_regress NAME: counts the passed and failed tests of a pg_regress
+# or pg_isolation_regress run: `test x ... ok` / `... FAILED` lines
+# (PostgreSQL 15), or `ok N - x` / `not ok N - x` lines (16 and later).
+REGRESS_OK='^((test| ) +[^ ]+ +\.\.\. ok( |$)|ok +[0-9]+ +[-+] )'
+REGRESS_FAILED='^((test| ) +[^ ]+ +\.\.\. (FAILED|failed)|not ok +[0-9]+ +[-+] )'
 count_pg_regress() {
     local name=$1 log="$WORK/logs/$1.log" p f
-    p=$(grep -cE '^(test| ) +[^ ]+ +\.\.\. ok( |$)' "$log" || true)
-    f=$(grep -cE '^(test| ) +[^ ]+ +\.\.\. (FAILED|failed)' "$log" || true)
+    p=$(grep -cE "$REGRESS_OK" "$log" || true)
+    f=$(grep -cE "$REGRESS_FAILED" "$log" || true)
     if [ "$SUITE_RC" -ne 0 ] && [ "$f" -eq 0 ]; then
         f=1
         NOTES+=("FAIL: [$name] aborted (exit $SUITE_RC) without a test result; see its output above")
     elif [ "$f" -gt 0 ]; then
-        NOTES+=("FAIL: [$name] $f test(s) failed: $(grep -E '^(test| ) +[^ ]+ +\.\.\. (FAILED|failed)' "$log" | awk '{print $2}' | tr '\n' ' ')")
+        NOTES+=("FAIL: [$name] $f test(s) failed: $(grep -E "$REGRESS_FAILED" "$log" |
+            sed -E 's/^(test| ) +([^ ]+) .*/\2/; s/^not ok +[0-9]+ +[-+] +([^ ]+).*/\1/' | tr '\n' ' ')")
     fi
     if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
         f=1
