@@ -1,0 +1,51 @@
+# Copyright: dlock contributors
+#
+# 090_readme.pl: every SQL example in README.md runs as written, in order, in
+# one psql session on a fresh database with dlock installed and preloaded.
+# (Examples in other languages are not run.)  A block that fails, or a
+# README without SQL examples, fails this test.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+open(my $fh, '<', 'README.md') or die "README.md: $!";
+my $readme = do { local $/; <$fh> };
+close($fh);
+
+my @blocks;
+while ($readme =~ /^```sql\n(.*?)^```/msg)
+{
+	push @blocks, $1;
+}
+cmp_ok(scalar(@blocks), '>=', 5, 'README.md has SQL examples');
+
+my $node = PostgreSQL::Test::Cluster->new('readme');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'dlock'");
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE readme');
+
+# the first block creates the extension itself; all blocks run in order in
+# one session, so psql variables set by one (\gset) are seen by the next
+my $script = join("\n", @blocks);
+my ($ret, $stdout, $stderr) = $node->psql('readme', $script,
+	extra_params => [ '-v', 'ON_ERROR_STOP=1' ]);
+is($ret, 0, 'every SQL example of README.md runs without an error')
+  or diag("stderr:\n$stderr\nstdout:\n$stdout");
+
+# the examples leave what they say they leave
+is( $node->safe_psql('readme',
+		"SELECT written_by FROM report_state WHERE id = 1"),
+	'host-7', 'the fenced write of the fencing example was made');
+is( $node->safe_psql('readme',
+		"SELECT string_agg(id::text, ',' ORDER BY id) FROM sms WHERE status = 1"),
+	'1,2,3,4,5,6', 'the claiming examples completed rows 1 to 6');
+is($node->safe_psql('readme', "SELECT count(*) FROM dlock_claims"),
+	'0', 'no claim is left behind');
+
+$node->stop;
+done_testing();
