@@ -44,7 +44,7 @@ in_root() { local r=$1; shift; chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:
 mount_in "$R"
 cp /etc/resolv.conf "$R/etc/resolv.conf" 2>/dev/null || true
 if in_root "$R" apt-get -q -y -o Dpkg::Use-Pty=0 --no-install-recommends install \
-        debhelper dpkg-dev fakeroot postgresql-server-dev-all >"$ROOTS/$SUITE.deb-deps.log" 2>&1; then
+        build-essential debhelper dpkg-dev fakeroot postgresql-server-dev-all >"$ROOTS/$SUITE.deb-deps.log" 2>&1; then
     ok "build dependencies installed in $SUITE"
 else
     tail -n 20 "$ROOTS/$SUITE.deb-deps.log"; notok "build dependencies"; finish
