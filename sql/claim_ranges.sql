@@ -74,7 +74,7 @@ SELECT array_agg(id) AS big_b FROM dlock_claim(NULL::cr_big, 'b', 5, '5 min');
 SELECT array_agg(id) AS desc_c
   FROM dlock_claim(NULL::cr_int, 'c', 3, '5 min', NULL, 'id DESC');
 
-SELECT dlock_release_all(h) IS NOT NULL AS released
+SELECT sum(dlock_release_all(h)) AS released
   FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e', 'f']) h;
 SELECT count(*) AS claims_left FROM dlock_claims
  WHERE table_name IN ('cr_jobs'::regclass, 'cr_skip'::regclass, 'cr_small'::regclass,

@@ -71,9 +71,15 @@ CREATE SCHEMA claim_hidden;
 CREATE TABLE claim_hidden.hjobs (id int PRIMARY KEY);
 INSERT INTO claim_hidden.hjobs VALUES (1);
 GRANT SELECT, UPDATE ON claim_hidden.hjobs TO regress_dlock_cw1;
+SELECT 'claim_hidden.hjobs'::regclass::oid AS hjobs_oid \gset
 SET ROLE regress_dlock_cw1;
+-- by name, the parser refuses; by OID, the call reaches dlock, which refuses
 SELECT * FROM dlock_claim(NULL::claim_hidden.hjobs, 'hid', 1, '1 hour');
 SELECT dlock_claimed('claim_hidden.hjobs', 1, 'hid');
+SELECT dlock_claimed(:hjobs_oid, 1, 'hid');
+SELECT dlock_unclaim(:hjobs_oid, 'hid');
+SELECT dlock_renew_claims(:hjobs_oid, 'hid');
+SELECT * FROM dlock_complete(:hjobs_oid, 'hid', ARRAY[1]);
 RESET ROLE;
 SELECT count(*) AS claims_on_hjobs FROM dlock_claims WHERE table_name = 'claim_hidden.hjobs'::regclass;
 

@@ -703,7 +703,7 @@ ROLLBACK;
 -- nor can a huge list of keys fill the shared lock table
 SET ROLE regress_dlock_hostile_b;
 SELECT pg_temp.try($$SELECT dlock_unclaim('public.hostile_keep', 'keep',
-                         ARRAY(SELECT g FROM generate_series(1, 200000) g))$$) IN ('ok', '22023')
+                         ARRAY(SELECT g FROM generate_series(1, 200000) g))$$) = 'ok'
        AS huge_key_list_clean;
 RESET ROLE;
 

@@ -279,6 +279,26 @@ build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
 }
 
 /*
+ * Whether the character position pos of sql falls in arg, which sql holds
+ * right after marker; if so, *argpos is the position in arg.
+ */
+static bool
+position_in_arg(const char *sql, const char *marker, const char *arg, int pos,
+				int *argpos)
+{
+	const char *at = arg ? strstr(sql, marker) : NULL;
+	int			from;
+
+	if (at == NULL)
+		return false;
+	from = pg_mbstrlen_with_len(sql, at + strlen(marker) - sql);
+	if (pos <= from || pos > from + pg_mbstrlen(arg))
+		return false;
+	*argpos = pos - from;
+	return true;
+}
+
+/*
  * An error raised while the claim query is planned or run (an unknown
  * column in the caller's filter, a missing privilege, an error in a
  * function the filter calls) is reported against the caller's own text:
@@ -302,34 +322,19 @@ dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
 	if (edata->internalquery && strcmp(edata->internalquery, sql) == 0)
 	{
 		int			pos = edata->internalpos;
-		const char *fstart = strstr(sql, " WHERE (\n");
-		const char *ostart = order_by ? strstr(sql, " ORDER BY\n") : NULL;
 
 		edata->internalquery = NULL;
 		edata->internalpos = 0;
-		if (fstart && filter)
+		if (position_in_arg(sql, " WHERE (\n", filter, pos, &edata->internalpos))
 		{
-			int			from = pg_mbstrlen_with_len(sql, fstart + 9 - sql);
-			int			len = pg_mbstrlen(filter);
-
-			if (pos > from && pos <= from + len)
-			{
-				arg = filter;
-				argname = "filter";
-				edata->internalpos = pos - from;
-			}
+			arg = filter;
+			argname = "filter";
 		}
-		if (!arg && ostart)
+		else if (position_in_arg(sql, " ORDER BY\n", order_by, pos,
+								 &edata->internalpos))
 		{
-			int			from = pg_mbstrlen_with_len(sql, ostart + 10 - sql);
-			int			len = pg_mbstrlen(order_by);
-
-			if (pos > from && pos <= from + len)
-			{
-				arg = order_by;
-				argname = "order_by";
-				edata->internalpos = pos - from;
-			}
+			arg = order_by;
+			argname = "order_by";
 		}
 		if (arg)
 			edata->internalquery = pstrdup(arg);

@@ -304,16 +304,19 @@ COMMIT;});
 	{
 		my $k = "multi/$i";
 		my $h = "worker-$i";
+		# the worker keeps the token its acquire returned (\gset) and fences
+		# every write with it, as a real client does
 		my $sql =
-		  "SELECT pg_backend_pid() || ' acquire ' || coalesce(dlock_acquire('$k', '$h', '1 min')::text, 'NULL');\n";
+		    "SELECT coalesce(dlock_acquire('$k', '$h', '1 min')::text, 'NULL') AS tok \\gset\n"
+		  . "SELECT pg_backend_pid() || ' acquire ' || :'tok';\n";
 		for my $r (1 .. $rounds)
 		{
 			$sql .=
-			  "SELECT pg_backend_pid() || ' renew ' || dlock_renew('$k', '$h', '1 min');\n";
+			  "SELECT pg_backend_pid() || ' renew ' || dlock_renew('$k', '$h', '1 min', :'tok'::bigint);\n";
 			$sql .= "BEGIN;\n"
 			  . "WITH w AS (INSERT INTO guarded (key, writer, token)"
-			  . " SELECT '$k', '$h', token FROM dlock_locks WHERE key = '$k'"
-			  . " AND dlock_validate('$k', '$h', token) RETURNING 1)"
+			  . " SELECT '$k', '$h', :'tok'::bigint"
+			  . " WHERE dlock_validate('$k', '$h', :'tok'::bigint) RETURNING 1)"
 			  . " SELECT pg_backend_pid() || ' fenced ' || count(*) FROM w;\n"
 			  . "COMMIT;\n";
 		}
