@@ -19,10 +19,11 @@
  *	  token handed out before, as long as that happened more than the slack
  *	  ago on a clock that did not go back.
  *	- Flush.  Before a token leaves the server, the WAL record of the
- *	  sequence that covers it is flushed (a sequence logs once per 32
- *	  values, so this is a no-op almost always).  A crash therefore never
- *	  hands a token out twice, under any synchronous_commit setting and
- *	  independently of the clock.
+ *	  sequence that covers it is flushed: by the commit, when the token is
+ *	  returned by a single-statement transaction that commits with its
+ *	  flush, else right away (a no-op unless the sequence just logged).  A
+ *	  crash therefore never hands a token out twice, under any
+ *	  synchronous_commit setting and independently of the clock.
  *
  * Tokens of dlock 0.1 and 0.2 were (timeline << 47) + n, below the clock
  * for every timeline up to 12, so the first token after an upgrade is moved
@@ -33,8 +34,9 @@
  */
 #include "postgres.h"
 
-#include "access/xlog.h"
 #include "access/relation.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
 #include "fmgr.h"
@@ -113,6 +115,21 @@ flush_sequence_wal(Oid seq)
 }
 
 /*
+ * Whether this transaction's commit flushes the WAL before the token can
+ * reach the client: a single-statement transaction that commits with its
+ * flush (synchronous_commit local or higher) sends its result after the
+ * commit.  Then the flush of the sequence's WAL is left to the commit,
+ * rather than paid twice.  (A statement that returns so many rows that
+ * some are sent before it ends is the exception, see the README.)
+ */
+static bool
+commit_flushes_first(void)
+{
+	return !IsTransactionBlock() &&
+		synchronous_commit >= SYNCHRONOUS_COMMIT_LOCAL_FLUSH;
+}
+
+/*
  * The next fencing token.  The sequence is not readable by ordinary roles;
  * nextval_internal is called without a privilege check.
  */
@@ -141,6 +158,7 @@ dlock_next_token(void)
 		}
 		dlock_key_unlock(&bump, ExclusiveLock);
 	}
-	flush_sequence_wal(seq);
+	if (!commit_flushes_first())
+		flush_sequence_wal(seq);
 	return v;
 }
