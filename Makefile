@@ -57,7 +57,7 @@ TAP_TESTS = 1
 PG_CPPFLAGS = -I$(srcdir)/src
 SHLIB_LINK =
 
-EXTRA_CLEAN = results regression.diffs regression.out tmp_check tmp_check_iso output_iso log
+EXTRA_CLEAN = results regression.diffs regression.out tmp_check tmp_check_iso output_iso log cli/dlock
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -69,3 +69,17 @@ DIST_VERSION = $(shell sed -nE 's/^ *"version": "([0-9.]+)".*/\1/p' META.json | 
 dist:
 	git archive --format zip --prefix=dlock-$(DIST_VERSION)/ -o dlock-$(DIST_VERSION).zip HEAD
 .PHONY: dist
+
+# The dlock command line (cli/): a libpq program, installed next to
+# pg_config --bindir, with its man page.
+CLI_SRCS = cli/dlock.c cli/run.c cli/db.c
+all: cli/dlock
+cli/dlock: $(CLI_SRCS) cli/dlock_cli.h
+	$(CC) $(CFLAGS) -Wall -Wextra -Wno-unused-parameter -I$(includedir) $(CLI_SRCS) \
+		-L$(libdir) $(LDFLAGS_EX) -lpq -o $@
+install: install-cli
+install-cli: cli/dlock
+	$(MKDIR_P) '$(DESTDIR)$(bindir)' '$(DESTDIR)$(mandir)/man1'
+	$(INSTALL_PROGRAM) cli/dlock '$(DESTDIR)$(bindir)/dlock'
+	$(INSTALL_DATA) $(srcdir)/cli/dlock.1 '$(DESTDIR)$(mandir)/man1/dlock.1'
+.PHONY: install-cli
