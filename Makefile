@@ -28,8 +28,6 @@ OBJS = \
 	src/claim.o \
 	src/claim_manage.o \
 	src/claim_store.o \
-	src/claim_runs.o \
-	src/claim_inflight.o \
 	src/claim_query.o \
 	src/claim_target.o \
 	src/claim_funcs.o \
@@ -62,6 +60,11 @@ EXTRA_CLEAN = results regression.diffs regression.out tmp_check tmp_check_iso ou
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS tracks header dependencies only in servers built with
+# --enable-depend: rebuild every object when a header changes (a struct
+# laid out one way in one file and another way in the next is a crash).
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
 
 # make dist: the release zip for PGXN (dlock-VERSION.zip), from the
 # committed tree (git archive), with META.json at its top.

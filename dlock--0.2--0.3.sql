@@ -47,6 +47,17 @@ COMMENT ON SEQUENCE dlock.token_seq IS 'fencing tokens: kept at or above the clo
 -- Claims: taking rows, give-back, privileges, partitions (issue 11)
 -- =====================================================================
 
+-- The check a claim's query runs on every row it reaches, before the row
+-- lock: one index probe of dlock.claim (claim.c), so that a claim costs
+-- what its scan costs, whatever the number of live claims.
+CREATE FUNCTION dlock_claim_unheld(tbl pg_catalog.regclass, key anyelement)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_claim_unheld_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
+'true when no live claim and no poison mark is on the row of tbl with this primary key (the per-row check of dlock_claim)';
+
 -- (end of the claims section)
 
 

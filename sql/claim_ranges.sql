@@ -1,9 +1,10 @@
 --
--- claim_ranges: claims on an integer primary key in the default order read
--- the key ranges between long runs of live claims (32 or more consecutive
--- keys) instead of fetching every claimed row.  What must not change: the
--- rows a claim returns, their order, and that a free row next to, between
--- or after such runs is found.
+-- claim_ranges: which rows a claim returns around the rows other claims
+-- hold (holes, runs, the ends of the table, the extremes of each integer
+-- type, another order), and stepping over a long stretch of held rows at
+-- the head of the order: after a claim has checked 1,000 or more held rows
+-- there, the next claims of the backend start after them, until one of
+-- those claims can have changed (give-back, expiry, rollback).
 --
 -- Only ids, holders, counts and booleans are printed.
 --
@@ -39,18 +40,44 @@ SELECT array_agg(id) AS f_got FROM dlock_claim(NULL::cr_jobs, 'f', 10, '5 min');
 SELECT count(*) AS claims, count(DISTINCT key) AS distinct_keys
   FROM dlock_claims WHERE table_name = 'cr_jobs'::regclass;
 
--- the run is skipped, not read: a claim right after 100 claimed rows reads
--- a handful of rows of the table, not the 100 (this transaction's counters;
--- the earlier ones are flushed first, or they would show here too)
-CREATE TABLE cr_skip (id bigint PRIMARY KEY);
-INSERT INTO cr_skip SELECT g FROM generate_series(1, 200) g;
-SELECT count(*) AS skip_a FROM dlock_claim(NULL::cr_skip, 'a', 100, '5 min');
+-- a stretch of 1,200 held rows at the head of the order: the first claim
+-- after it checks them all, the next ones start after them (this
+-- transaction's counters; the earlier ones are flushed first, or they
+-- would show here too)
+CREATE TABLE cr_skip (id bigint PRIMARY KEY, status int NOT NULL DEFAULT 0);
+INSERT INTO cr_skip SELECT g FROM generate_series(1, 1300) g;
+SELECT count(*) AS skip_a FROM dlock_claim(NULL::cr_skip, 'a', 600, '5 min');
+SELECT count(*) AS skip_a FROM dlock_claim(NULL::cr_skip, 'a', 600, '5 min');
+SELECT array_agg(id) AS skip_b FROM dlock_claim(NULL::cr_skip, 'b', 2, '5 min');
 SELECT pg_stat_force_next_flush();
 BEGIN;
-SELECT array_agg(id) AS skip_b FROM dlock_claim(NULL::cr_skip, 'b', 1, '5 min');
-SELECT idx_tup_fetch < 10 AS run_not_read
+SELECT array_agg(id) AS skip_b FROM dlock_claim(NULL::cr_skip, 'b', 2, '5 min');
+SELECT idx_tup_fetch < 10 AS stretch_not_read
   FROM pg_stat_xact_user_tables WHERE relid = 'cr_skip'::regclass;
 COMMIT;
+-- the same with order_by naming the key, and descending from the other end
+SELECT array_agg(id) AS skip_c FROM dlock_claim(NULL::cr_skip, 'c', 2, '5 min', NULL, 'id');
+SELECT array_agg(id) AS skip_c FROM dlock_claim(NULL::cr_skip, 'c', 2, '5 min', NULL, 'cr_skip.id ASC');
+SELECT array_agg(id) AS skip_d FROM dlock_claim(NULL::cr_skip, 'd', 2, '5 min', NULL, 'id DESC');
+-- a claim given back inside the stretch is found at once
+SELECT dlock_unclaim('cr_skip', 'a', ARRAY[17]::bigint[]) AS a_gave_back_17;
+SELECT array_agg(id) AS skip_e_gets_17 FROM dlock_claim(NULL::cr_skip, 'e', 1, '5 min');
+-- a stretch learned from this transaction's own claims is forgotten when
+-- it rolls back (to a savepoint, or all of it)
+BEGIN;
+SELECT count(*) AS skip_f FROM dlock_claim(NULL::cr_skip, 'f', 60, '5 min');
+SAVEPOINT s;
+SELECT count(*) AS skip_f FROM dlock_claim(NULL::cr_skip, 'f', 10, '5 min');
+ROLLBACK TO SAVEPOINT s;
+SELECT array_agg(id) AS skip_f_again FROM dlock_claim(NULL::cr_skip, 'f', 1, '5 min');
+ROLLBACK;
+SELECT array_agg(id) AS skip_g FROM dlock_claim(NULL::cr_skip, 'g', 1, '5 min');
+-- a row inside the stretch that comes to match the filter is found once
+-- the stretch's claims lapse: here, once they are reset
+SELECT array_agg(id) AS skip_h FROM dlock_claim(NULL::cr_skip, 'h', 1, '5 min', 'status = 0');
+SELECT array_agg(id) AS skip_h FROM dlock_claim(NULL::cr_skip, 'h', 1, '5 min', 'status = 0');
+SELECT dlock_reset_claims('cr_skip', ARRAY[3]::bigint[]) AS reset_3;
+SELECT array_agg(id) AS skip_h_gets_3 FROM dlock_claim(NULL::cr_skip, 'h', 1, '5 min', 'status = 0');
 
 -- smallint and integer keys, and the extremes of bigint
 CREATE TABLE cr_small (id smallint PRIMARY KEY);
@@ -75,7 +102,7 @@ SELECT array_agg(id) AS desc_c
   FROM dlock_claim(NULL::cr_int, 'c', 3, '5 min', NULL, 'id DESC');
 
 SELECT sum(dlock_release_all(h)) AS released
-  FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e', 'f']) h;
+  FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']) h;
 SELECT count(*) AS claims_left FROM dlock_claims
  WHERE table_name IN ('cr_jobs'::regclass, 'cr_skip'::regclass, 'cr_small'::regclass,
                      'cr_int'::regclass, 'cr_big'::regclass);

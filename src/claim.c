@@ -5,23 +5,25 @@
  *		dlock.claim and handed out in batches with FOR UPDATE SKIP LOCKED.
  *
  * A claim of up to n rows:
- *	1. reads the keys of the table's live (and poisoned) claims, to leave
- *	   them out of the candidates (on an integer key in the default order,
- *	   long runs of them, and of the rows other claims are taking, are read
- *	   around instead: claim_runs.c, claim_inflight.c);
- *	2. runs the caller's query (claim_query.c) as the caller: rows that
- *	   match the filter, in order, locked FOR UPDATE SKIP LOCKED, so rows
- *	   another transaction is claiming or completing are skipped without
- *	   waiting, and a row completed a moment ago is re-checked against the
- *	   filter on its newest version;
- *	3. takes each candidate's key lock without waiting (skipping the row
+ *	1. runs the caller's query (claim_query.c) as the caller: rows that
+ *	   match the filter, in order, that no live claim holds, locked FOR
+ *	   UPDATE SKIP LOCKED.  Whether a claim holds a row is checked as the
+ *	   scan reaches the row, before its row lock, by dlock_claim_unheld
+ *	   (one index probe of dlock.claim, claim_store.c), so a claim costs
+ *	   what its scan costs, whatever the number of live claims on the
+ *	   table; rows another transaction is claiming or completing are
+ *	   skipped without waiting, and a row completed a moment ago is
+ *	   re-checked against the filter on its newest version;
+ *	2. takes each candidate's key lock without waiting (skipping the row
  *	   if another transaction holds it), then re-reads those claims at the
- *	   latest committed state: a claim that committed after the query's
- *	   snapshot was taken is seen here, and its row is dropped (the
- *	   snapshot race of SKIP LOCKED claims with an anti-join);
- *	4. writes the claims (an insert for rows never claimed, a conditional
+ *	   latest committed state: a claim that committed after the probe is
+ *	   seen here, and its row is dropped (the snapshot race of SKIP LOCKED
+ *	   claims);
+ *	3. writes the claims (an insert for rows never claimed, a conditional
  *	   update, only where the claim is free or expired, for the others) and
- *	   returns exactly the rows it wrote.
+ *	   returns exactly the rows it wrote;
+ *	4. if some candidates were dropped, runs the query again for the rest,
+ *	   leaving out the rows it has already tried.
  * A claimer never waits for another claimer, so claimers cannot deadlock
  * with each other; it never waits for a transaction completing claimed
  * work either (SKIP LOCKED, conditional key locks).
@@ -43,6 +45,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 
 #include "claim.h"
@@ -83,45 +86,12 @@ find_candidate(Candidate *c, int *order, int n, text *key)
 	return -1;
 }
 
-static Candidate *sort_base;
-
 static int
-candidate_cmp(const void *a, const void *b)
+candidate_cmp(const void *a, const void *b, void *arg)
 {
-	return dlock_text_cmp(&sort_base[*(const int *) a].key,
-					&sort_base[*(const int *) b].key);
-}
+	Candidate  *c = (Candidate *) arg;
 
-/* keys of live or poisoned claims on a table: left out of candidates */
-static text **
-excluded_keys(Oid relid, TimestampTz now, int *n)
-{
-	Oid			types[2] = {OIDOID, TIMESTAMPTZOID};
-	Datum		values[2] = {ObjectIdGetDatum(relid), TimestampTzGetDatum(now)};
-	SPIPlanPtr	plan;
-
-	plan = dlock_spi_plan(Q_CLAIM_LIVE_KEYS,
-						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND expires_at OPERATOR(pg_catalog.>) $2"
-						  " UNION ALL "
-						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND poisoned_at IS NOT NULL",
-						  2, types);
-	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	return dlock_copy_key_column(*n);
-}
-
-/* the primary key values of keys, converted as the caller */
-static Datum *
-key_values(const ClaimTarget *t, text **keys, int n, int extra)
-{
-	Datum	   *vals = palloc(sizeof(Datum) * (n + extra + 1));
-	int			io = dlock_claim_io_begin(t, InvalidOid);
-
-	for (int i = 0; i < n; i++)
-		vals[i] = dlock_claim_key_value(t, keys[i]);
-	dlock_claim_io_end(io);
-	return vals;
+	return dlock_text_cmp(&c[*(const int *) a].key, &c[*(const int *) b].key);
 }
 
 static Datum
@@ -306,16 +276,121 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 }
 
 /*
- * Run the claim query (as the caller) and return its rows, locked FOR
- * UPDATE, as candidates, with their primary key values in *pksp; returns
- * how many.  The rows stay in SPI's tuple table.
+ * Stepping over held rows.  Claims in the primary key's order (the
+ * default, or order_by naming just that column) whose scan meets at least
+ * DLOCK_STEP_MIN_ROWS held rows at the head of the order, before the first
+ * row it can take, remember the last of them: the next claims of this
+ * backend start after it (claim_query.c's bound), as long as none of those
+ * claims can have changed: until the first of them expires, no claim has
+ * been given back (dlock_unclaim, dlock_reset_claims, dlock_release_all;
+ * completion gives back rows that are done), and no transaction of this
+ * backend rolled back.  Rows that come to match the filter inside such a
+ * stretch (inserted, or updated back) are found once the hint lapses, at
+ * the latest DLOCK_STEP_HORIZON_US later.
+ */
+#define DLOCK_STEP_MIN_ROWS		1000
+#define DLOCK_STEP_HORIZON_US	(10 * USECS_PER_SEC)
+
+/*
+ * The claims running their query now, innermost first (a filter may claim
+ * from another table), with the probe their rows are checked through and
+ * what their scan has found at the head of its order.
+ */
+typedef struct ActiveClaim
+{
+	const ClaimTarget *target;
+	DlockClaimProbe *probe;
+	MemoryContext cxt;			/* the claim's, for lead_last */
+	bool		leading;		/* every row checked so far was held */
+	int64		nlead;			/* how many */
+	TimestampTz lead_until;		/* the first of their claims to lapse */
+	Datum		lead_last;		/* the last one's primary key */
+	struct ActiveClaim *next;
+} ActiveClaim;
+
+static ActiveClaim *active_claims = NULL;
+
+/* the claim's scan checked the row with primary key value: note it */
+static void
+note_checked(ActiveClaim *a, bool held, TimestampTz settled_until,
+			 Datum value)
+{
+	const ClaimTarget *t = a->target;
+	MemoryContext old;
+
+	if (!a->leading)
+		return;
+	if (!held || settled_until == 0)
+	{
+		a->leading = false;
+		return;
+	}
+	a->nlead++;
+	a->lead_until = Min(a->lead_until, settled_until);
+	if (!t->pk_byval && a->nlead > 1)
+		pfree(DatumGetPointer(a->lead_last));
+	old = MemoryContextSwitchTo(a->cxt);
+	a->lead_last = datumCopy(value, t->pk_byval, t->pk_typlen);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Whether a live or poisoned claim holds the row of table claim_relid
+ * whose primary key is value (of type type): the check the claim query
+ * runs on every row its scan reaches (dlock_claim_unheld).  Inside a
+ * claim on that table it uses the claim's open probe; called on its own,
+ * it needs what dlock_claim needs of the caller.
+ */
+bool
+dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
+{
+	const ClaimTarget *t = NULL;
+	ActiveClaim *a;
+	DlockClaimProbe *probe;
+	TimestampTz settled_until;
+	text	   *key;
+	int			io;
+	bool		held;
+
+	for (a = active_claims; a != NULL; a = a->next)
+		if (a->target->claim_relid == claim_relid && a->target->pk_type == type)
+			break;
+	t = a ? a->target : dlock_claim_target_for_rel(claim_relid);
+	if (a == NULL)
+		dlock_claim_check_access(t, "dlock_claim_unheld()");
+	io = dlock_claim_io_begin(t, type);
+	key = dlock_claim_key_text(t, value, type);
+	dlock_claim_io_end(io);
+	if (a != NULL)
+	{
+		held = dlock_claim_probe_held(a->probe, key, &settled_until);
+		note_checked(a, held, settled_until, value);
+		return held;
+	}
+
+	probe = dlock_claim_probe_begin(t->claim_relid);
+	held = dlock_claim_probe_held(probe, key, &settled_until);
+	dlock_claim_probe_end(probe);
+	return held;
+}
+
+/*
+ * Run the claim query (as the caller) for up to need rows, leaving out
+ * tried (the primary keys of rows tried before in this call), and return
+ * its rows, locked FOR UPDATE, as candidates, with their primary key
+ * values in *pksp; returns how many.  The rows stay in SPI's tuple table.
  */
 static uint64
-fetch_candidates(const ClaimRequest *req, SPIPlanPtr uplan, Datum *values,
-				 const char *nulls, Candidate **cp, Datum **pksp)
+fetch_candidates(const ClaimRequest *req, ClaimPlan *cp, Datum tried,
+				 int need, Candidate **cp_out, Datum **pksp)
 {
 	const ClaimTarget *t = req->target;
 	MemoryContext cxt = CurrentMemoryContext;
+	ActiveClaim me;
+	Datum		values[2];
+	bool		bounded;
+	uint64		returns;
+	SPIPlanPtr	plan;
 	int			rc = 0;
 	uint64		n;
 	SPITupleTable *tab;
@@ -323,16 +398,39 @@ fetch_candidates(const ClaimRequest *req, SPIPlanPtr uplan, Datum *values,
 	Datum	   *pks;
 	int			io;
 
+	values[0] = tried;
+	plan = dlock_claim_plan_choose(cp, req, &values[1], &bounded, &returns);
+
+	me.target = t;
+	me.probe = dlock_claim_probe_begin(t->claim_relid);
+	me.cxt = cxt;
+	me.leading = dlock_claim_plan_steps(cp);
+	me.nlead = 0;
+	me.lead_until = DT_NOEND;
+	me.lead_last = (Datum) 0;
+	me.next = active_claims;
+	active_claims = &me;
+
 	/* errors in the caller's filter or order_by name the caller's text */
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(uplan, values, nulls, false, 0);
+		rc = SPI_execute_plan(plan, values, NULL, false, need);
 	}
 	PG_CATCH();
 	{
-		dlock_claim_query_rethrow(cxt, t, req->filter, req->order_by);
+		/* the probe's scan and relations go with the (sub)transaction */
+		active_claims = me.next;
+		dlock_claim_query_rethrow(cxt, req);
 	}
 	PG_END_TRY();
+	active_claims = me.next;
+	dlock_claim_probe_end(me.probe);
+
+	if (me.nlead >= DLOCK_STEP_MIN_ROWS && returns != PG_UINT64_MAX)
+		dlock_claim_plan_learn(cp, bounded, returns, me.lead_last,
+							   Min(me.lead_until,
+								   GetCurrentTimestamp() + DLOCK_STEP_HORIZON_US));
+
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
 	n = SPI_processed;
@@ -355,51 +453,67 @@ fetch_candidates(const ClaimRequest *req, SPIPlanPtr uplan, Datum *values,
 		c[i].key = dlock_claim_key_text(t, pks[i], t->pk_type);
 	}
 	dlock_claim_io_end(io);
-	*cp = c;
+	*cp_out = c;
 	*pksp = pks;
 	return n;
 }
 
 /*
- * This transaction holds the key locks of the rows it is about to claim,
- * c[i] with c[i].claimable (keys pks[i]), to its end: let other claimers
- * read around the long runs among them (claim_inflight.c).
- */
-static void
-publish_inflight(const ClaimTarget *t, const Candidate *c, const Datum *pks,
-				 int n)
-{
-	Datum	   *vals;
-	DlockKeyRun *runs;
-	int			nvals = 0;
-	int			nruns;
-
-	if (n < DLOCK_MIN_SKIPPED_RUN || dlock_inflight_max() == 0)
-		return;
-	vals = palloc(sizeof(Datum) * n);
-	for (int i = 0; i < n; i++)
-		if (c[i].claimable)
-			vals[nvals++] = pks[i];
-	nruns = dlock_claim_long_runs(t->pk_type, vals, &nvals, &runs);
-	dlock_inflight_publish(t->claim_relid, runs, nruns);
-	pfree(vals);
-	pfree(runs);
-}
-
-/*
- * The runs an integer-keyed claim reads around now: those of the live
- * claims it read (base), and those other claims hold in flight or
- * committed since mark (claim_inflight.c), read afresh for every query.
+ * Take the key locks of the candidates, decide which are claimable, and
+ * write their claims (as dlock's owner); the claimed rows go to out, the
+ * key locks of the others are given back.  Returns how many were claimed.
  */
 static int
-current_runs(Oid relid, uint64 mark, const DlockKeyRun *base, int nbase,
-			 DlockKeyRun *runs)
+claim_candidates(const ClaimRequest *req, Candidate *c, int n, Oid role,
+				 int64 *token, int64 *redelivered, Tuplestorestate *out)
 {
-	int			n;
+	const ClaimTarget *t = req->target;
+	int		   *order = palloc(sizeof(int) * n);
+	TimestampTz now;
+	int			claimed;
 
-	memcpy(runs, base, sizeof(DlockKeyRun) * nbase);
-	n = nbase + dlock_inflight_read(relid, mark, runs + nbase);
-	return dlock_claim_merge_runs(runs, n);
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	qsort_arg(order, n, sizeof(int), candidate_cmp, c);
+
+	for (int i = 0; i < n; i++)
+	{
+		DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
+
+		c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
+	}
+	now = GetCurrentTimestamp();
+	decide_claimable(req, c, order, n, now);
+	if (*token == 0)
+	{
+		for (int i = 0; i < n && *token == 0; i++)
+			if (c[i].claimable)
+				*token = dlock_next_token();
+	}
+	claimed = write_claims(req, c, order, n, role, *token, now, redelivered);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (c[i].claimed)
+		{
+			HeapTupleHeader hdr = DatumGetHeapTupleHeader(c[i].row);
+			HeapTupleData tup;
+
+			tup.t_len = HeapTupleHeaderGetDatumLength(hdr);
+			ItemPointerSetInvalid(&tup.t_self);
+			tup.t_tableOid = InvalidOid;
+			tup.t_data = hdr;
+			tuplestore_puttuple(out, &tup);
+		}
+		else if (c[i].locked)
+		{
+			DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
+
+			dlock_key_unlock(&kl, ExclusiveLock);
+		}
+	}
+	pfree(order);
+	return claimed;
 }
 
 /*
@@ -412,162 +526,54 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 {
 	const ClaimTarget *t = req->target;
 	DlockSpi	spi;
-	SPIPlanPtr	uplan;
-	text	  **excl;
-	Datum	   *exclvals;
-	int			nexcl;
-	int			maxexcl;
+	ClaimPlan  *cp;
+	Datum	   *tried = palloc(sizeof(Datum) * req->n);
+	int			ntried = 0;
+	int			maxtried = req->n;
 	int			claimed = 0;
 	int64		redelivered = 0;
 	int64		token = 0;
-	bool		ranged = dlock_claim_query_ranged(t, req->order_by);
-	uint64		mark = 0;
-	DlockKeyRun *base = NULL;	/* long runs of the live claims read */
-	int			nbase = 0;
-	DlockKeyRun *runs = NULL;
-	bool		has_lo = false; /* reading keys after lo (ranged) */
-	int64		lo = 0;
-
-	/*
-	 * Where the runs of committing claims are, before the live claims are
-	 * read: a claim that commits after this is found among them.
-	 */
-	if (ranged)
-		mark = dlock_inflight_mark();
 
 	dlock_spi_begin(&spi);
-	excl = excluded_keys(t->claim_relid, GetCurrentTimestamp(), &nexcl);
-	maxexcl = nexcl + req->n + 1;
-
 	/* from here on, everything that runs the table's types runs as the caller */
 	dlock_spi_as_caller(&spi);
-	exclvals = key_values(t, excl, nexcl, req->n);
-	if (ranged)
-	{
-		nbase = dlock_claim_long_runs(t->pk_type, exclvals, &nexcl, &base);
-		runs = palloc(sizeof(DlockKeyRun) * (nbase + dlock_inflight_max() + 1));
-	}
-	uplan = dlock_claim_user_plan(t, req->filter, req->order_by);
+	cp = dlock_claim_plan(req);
 
 	while (claimed < req->n)
 	{
 		int			need = req->n - claimed;
-		Datum		uvalues[4];
-		char		unulls[5] = "    ";
-		bool		has_hi = false;
-		int64		hi = 0;
-		int64		after_hi = 0;
-		bool		last = false;
 		uint64		ncand;
 		Candidate  *c;
 		Datum	   *pks;
-		int		   *order;
-		TimestampTz now;
 
 		CHECK_FOR_INTERRUPTS();
 
 		/* candidate rows, read and locked as the caller */
-		uvalues[0] = pk_array(t, exclvals, nexcl);
-		uvalues[1] = Int64GetDatum(need);
-		if (ranged)
-		{
-			/* around the runs as they are now; exclusive bounds */
-			int			nruns = current_runs(t->claim_relid, mark, base, nbase, runs);
-
-			dlock_claim_next_range(runs, nruns, &has_lo, &lo, &has_hi, &hi,
-								   &after_hi);
-			if (has_lo)
-				uvalues[2] = dlock_int_key_datum(t->pk_type, lo);
-			else
-				unulls[2] = 'n';
-			if (has_hi)
-				uvalues[3] = dlock_int_key_datum(t->pk_type, hi);
-			else
-				unulls[3] = 'n';
-		}
-		ncand = fetch_candidates(req, uplan, uvalues, unulls, &c, &pks);
-		if (ncand < (uint64) need)
-		{
-			/* this key range is done: on to the next one, if any */
-			last = !has_hi;
-			has_lo = true;
-			lo = after_hi;
-		}
-		else if (ranged)
-		{
-			/* the rows before the last one returned were returned or skipped */
-			has_lo = true;
-			lo = dlock_int_key(t->pk_type, pks[ncand - 1]);
-		}
+		ncand = fetch_candidates(req, cp, pk_array(t, tried, ntried), need,
+								 &c, &pks);
 		if (ncand == 0)
+			break;
+		if (ntried + ncand > (uint64) maxtried)
 		{
-			if (last)
-				break;
-			continue;
+			maxtried = ntried + ncand + req->n;
+			tried = repalloc(tried, sizeof(Datum) * maxtried);
 		}
-
-		order = palloc(sizeof(int) * ncand);
-		if (nexcl + ncand > (uint64) maxexcl)
-		{
-			maxexcl = nexcl + ncand + req->n;
-			exclvals = repalloc(exclvals, sizeof(Datum) * maxexcl);
-		}
+		/* never offer these rows again in this call */
 		for (uint64 i = 0; i < ncand; i++)
-		{
-			order[i] = (int) i;
-			/* never offer this row again in this call */
-			exclvals[nexcl++] = pks[i];
-		}
-		sort_base = c;
-		qsort(order, ncand, sizeof(int), candidate_cmp);
+			tried[ntried++] = pks[i];
 
 		/* dlock's own work, as dlock's owner */
 		dlock_spi_as_owner(&spi);
-		for (uint64 i = 0; i < ncand; i++)
-		{
-			DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
-
-			c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
-		}
-		now = GetCurrentTimestamp();
-		decide_claimable(req, c, order, (int) ncand, now);
-		if (ranged)
-			publish_inflight(t, c, pks, (int) ncand);
-		if (token == 0)
-		{
-			for (uint64 i = 0; i < ncand && token == 0; i++)
-				if (c[i].claimable)
-					token = dlock_next_token();
-		}
-		claimed += write_claims(req, c, order, (int) ncand, spi.caller, token,
-								now, &redelivered);
-
-		for (uint64 i = 0; i < ncand; i++)
-		{
-			if (c[i].claimed)
-			{
-				HeapTupleHeader hdr = DatumGetHeapTupleHeader(c[i].row);
-				HeapTupleData tup;
-
-				tup.t_len = HeapTupleHeaderGetDatumLength(hdr);
-				ItemPointerSetInvalid(&tup.t_self);
-				tup.t_tableOid = InvalidOid;
-				tup.t_data = hdr;
-				tuplestore_puttuple(out, &tup);
-			}
-			else if (c[i].locked)
-			{
-				DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
-
-				dlock_key_unlock(&kl, ExclusiveLock);
-			}
-		}
+		claimed += claim_candidates(req, c, (int) ncand, spi.caller, &token,
+									&redelivered, out);
 		dlock_spi_as_caller(&spi);
-		if (last)
+
+		/* fewer rows than asked for: there are no more */
+		if (ncand < (uint64) need)
 			break;
 	}
 	dlock_spi_as_owner(&spi);
-	dlock_claim_user_plan_done(uplan);
+	dlock_claim_plan_done(cp);
 
 	dlock_count(DLOCK_STAT_CLAIMS, claimed);
 	dlock_count(DLOCK_STAT_REDELIVERIES, redelivered);

@@ -31,6 +31,12 @@ typedef struct ClaimTarget
 	Oid			pk_type;
 	Oid			pk_array_type;
 	char	   *pk_eq_op;		/* OPERATOR(schema.=) of the primary key */
+	char	   *pk_lt_op;		/* its type's default < and > (NULL: none) */
+	char	   *pk_gt_op;
+	char	   *pk_attname;		/* unquoted names, as order_by spells them */
+	char	   *plain_relname;
+	int16		pk_typlen;
+	bool		pk_byval;
 	Oid			pk_out_fn;
 	Oid			pk_in_fn;
 	Oid			pk_ioparam;
@@ -48,45 +54,45 @@ extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
 extern int	dlock_claim_io_begin(const ClaimTarget *t, Oid other_type);
 extern void dlock_claim_io_end(int nestlevel);
 
+/* A call of dlock_claim. */
+typedef struct ClaimRequest
+{
+	const ClaimTarget *target;
+	text	   *holder;
+	int			n;
+	int64		ttl_us;
+	const char *filter;
+	const char *order_by;
+	int			max_attempts;	/* 0: no limit */
+	const char *fn_schema;		/* quoted schema of dlock_claim_unheld, or
+								 * NULL: not installed (extension 0.1, 0.2) */
+} ClaimRequest;
+
 /* claim_query.c */
 extern void dlock_check_filter(const char *filter);
 extern void dlock_check_order_by(const char *order_by);
-extern bool dlock_claim_query_ranged(const ClaimTarget *t,
-									 const char *order_by);
-extern struct _SPI_plan *dlock_claim_user_plan(const ClaimTarget *t,
-											   const char *filter,
-											   const char *order_by);
-extern void dlock_claim_user_plan_done(struct _SPI_plan *plan);
-extern void dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
-									  const char *filter, const char *order_by);
+typedef struct ClaimPlan ClaimPlan;
 
-/* claim_runs.c: runs of consecutive integer keys a claim reads around */
-#define DLOCK_MIN_SKIPPED_RUN	32
-
-typedef struct DlockKeyRun
-{
-	int64		lo;				/* first and last key of the run */
-	int64		hi;
-} DlockKeyRun;
-
-extern int64 dlock_int_key(Oid type, Datum d);
-extern Datum dlock_int_key_datum(Oid type, int64 v);
-extern int	dlock_claim_long_runs(Oid type, Datum *vals, int *n,
-								  DlockKeyRun **runs);
-extern int	dlock_claim_merge_runs(DlockKeyRun *runs, int n);
-extern void dlock_claim_next_range(const DlockKeyRun *runs, int n,
-								   bool *has_lo, int64 *lo, bool *has_hi,
-								   int64 *hi, int64 *after_hi);
-
-/* claim_inflight.c */
-extern Size dlock_inflight_shmem_size(void);
-extern void dlock_inflight_shmem_startup(void);
-extern void dlock_inflight_publish(Oid relid, const DlockKeyRun *runs, int n);
-extern uint64 dlock_inflight_mark(void);
-extern int	dlock_inflight_read(Oid relid, uint64 mark, DlockKeyRun *runs);
-extern int	dlock_inflight_max(void);
+extern ClaimPlan *dlock_claim_plan(const ClaimRequest *req);
+extern bool dlock_claim_plan_steps(ClaimPlan *cp);
+extern struct _SPI_plan *dlock_claim_plan_choose(ClaimPlan *cp,
+												 const ClaimRequest *req,
+												 Datum *bound, bool *bounded,
+												 uint64 *returns);
+extern void dlock_claim_plan_learn(ClaimPlan *cp, bool bounded,
+								   uint64 returns, Datum last,
+								   TimestampTz until);
+extern void dlock_claim_plan_done(ClaimPlan *cp);
+extern void dlock_claim_query_rethrow(MemoryContext cxt,
+									  const ClaimRequest *req);
 
 /* claim_store.c */
+typedef struct DlockClaimProbe DlockClaimProbe;
+
+extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
+extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
+								   TimestampTz *settled_until);
+extern void dlock_claim_probe_end(DlockClaimProbe *p);
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);
 extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
@@ -100,17 +106,7 @@ extern void dlock_claim_store_insert(Oid relid, text **keys, int n,
 									 TimestampTz expires);
 
 /* claim.c */
-typedef struct ClaimRequest
-{
-	const ClaimTarget *target;
-	text	   *holder;
-	int			n;
-	int64		ttl_us;
-	const char *filter;
-	const char *order_by;
-	int			max_attempts;	/* 0: no limit */
-} ClaimRequest;
-
+extern bool dlock_claim_row_held(Oid claim_relid, Datum value, Oid type);
 extern void dlock_claim_rows(const ClaimRequest *req,
 							 Tuplestorestate *out, TupleDesc outdesc);
 extern bool dlock_claim_check(const ClaimTarget *t, text *key, text *holder);

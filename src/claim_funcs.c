@@ -12,6 +12,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -42,6 +44,24 @@ arg_table(FunctionCallInfo fcinfo, int argno, const char *fn)
 	if (fn)
 		dlock_claim_check_access(t, fn);
 	return t;
+}
+
+/*
+ * The quoted schema of dlock_claim_unheld, the claim query's per-row
+ * check: the schema of the calling dlock_claim.  NULL while the extension
+ * is still at a version without it (0.1, 0.2: the library was updated,
+ * the extension not yet): claims then check rows after fetching them.
+ */
+static const char *
+unheld_check_schema(Oid claim_fn)
+{
+	char	   *nsp = get_namespace_name(get_func_namespace(claim_fn));
+	Oid			argtypes[2] = {REGCLASSOID, ANYELEMENTOID};
+	List	   *name = list_make2(makeString(nsp), makeString("dlock_claim_unheld"));
+
+	if (!OidIsValid(LookupFuncName(name, 2, argtypes, true)))
+		return NULL;
+	return quote_identifier(nsp);
 }
 
 static char *
@@ -134,6 +154,7 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 	req.filter = arg_sql_text(fcinfo, 4, "filter");
 	req.order_by = arg_sql_text(fcinfo, 5, "order_by");
 	req.max_attempts = 0;
+	req.fn_schema = unheld_check_schema(fcinfo->flinfo->fn_oid);
 	if (!PG_ARGISNULL(6))
 	{
 		req.max_attempts = PG_GETARG_INT32(6);
@@ -152,6 +173,25 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_claim_rows(&req, rsinfo->setResult, rsinfo->setDesc);
 	PG_RETURN_VOID();
+}
+
+/*
+ * dlock_claim_unheld(tbl regclass, key anyelement) RETURNS boolean
+ *
+ * The check the claim query runs on each row its scan reaches: true when
+ * no live claim, and no poison mark, is on the row of tbl with that
+ * primary key.  A claim of that row being written or given back by an
+ * open transaction counts as held.  Called on its own it needs what
+ * dlock_claim needs.  NULL arguments are errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_unheld_sql);
+Datum
+dlock_claim_unheld_sql(PG_FUNCTION_ARGS)
+{
+	require_arg(fcinfo, 0, "table");
+	require_arg(fcinfo, 1, "key");
+	PG_RETURN_BOOL(!dlock_claim_row_held(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
+										 get_fn_expr_argtype(fcinfo->flinfo, 1)));
 }
 
 /*

@@ -197,6 +197,7 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 	int64		n;
 	HolderArg	arg;
 
+	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
 	keys = holder_keys(t->claim_relid, holder, spi.caller, keys,
 					   keys ? dlock_sort_unique_keys(keys, nkeys) : 0, &nkeys);
@@ -346,6 +347,7 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	SPIPlanPtr	plan;
 	int64		n;
 
+	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
 	/* only the keys that have claim rows, in order */
 	values[0] = ObjectIdGetDatum(t->claim_relid);
@@ -377,6 +379,7 @@ dlock_claim_release_all(text *holder)
 	uint64		start = 0;
 	HolderArg	arg;
 
+	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
 	arg.holder = holder;
 	arg.role = spi.caller;

@@ -31,9 +31,12 @@
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
 #include "parser/scanner.h"
+#include "utils/datum.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "claim.h"
+#include "shmem.h"
 
 #define MAX_CACHED_PLANS	64
 
@@ -44,15 +47,40 @@ typedef struct UserPlan
 	Oid			pk_type;
 	int			busy;			/* claims running it now (nested calls) */
 	SPIPlanPtr	plan;
+
+	/*
+	 * Stepping over the held rows at the head of the order (claim.c): the
+	 * same query with "pk > $2" (or < for a descending order), and the
+	 * bound learned by an earlier claim, valid until hint_until and as long
+	 * as no claim has been given back since (hint_returns).
+	 */
+	int			step_dir;		/* 1: pk ascending, -1: descending, 0: cannot */
+	char	   *bounded_sql;
+	SPIPlanPtr	bounded;		/* prepared on first use */
+	bool		hint;
+	Datum		hint_bound;
+	TimestampTz hint_until;
+	uint64		hint_returns;
+	int16		typlen;
+	bool		byval;
 } UserPlan;
 
 static List *user_plans = NIL;	/* most recently used first */
 static bool xact_callback_registered = false;
 
+static void
+forget_hint(UserPlan *up)
+{
+	if (up->hint && !up->byval)
+		pfree(DatumGetPointer(up->hint_bound));
+	up->hint = false;
+}
+
 /*
  * No claim runs once the top-level transaction has ended: a plan marked
  * busy by a claim that failed (and whose error was caught below it) is
- * free again.
+ * free again.  A transaction that rolls back may have learned step hints
+ * from its own claims, which are gone now: forget them all.
  */
 static void
 user_plans_xact_callback(XactEvent event, void *arg)
@@ -63,7 +91,26 @@ user_plans_xact_callback(XactEvent event, void *arg)
 		event != XACT_EVENT_PREPARE)
 		return;
 	foreach(lc, user_plans)
-		((UserPlan *) lfirst(lc))->busy = 0;
+	{
+		UserPlan   *up = lfirst(lc);
+
+		up->busy = 0;
+		if (event == XACT_EVENT_ABORT)
+			forget_hint(up);
+	}
+}
+
+/* a subtransaction rolled back: its claims are gone, and so are the hints */
+static void
+user_plans_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	foreach(lc, user_plans)
+		forget_hint(lfirst(lc));
 }
 
 /*
@@ -84,7 +131,12 @@ trim_user_plans(void)
 			continue;
 		user_plans = list_delete_nth_cell(user_plans, i);
 		SPI_freeplan(up->plan);
+		if (up->bounded)
+			SPI_freeplan(up->bounded);
+		forget_hint(up);
 		pfree(up->sql);
+		if (up->bounded_sql)
+			pfree(up->bounded_sql);
 		pfree(up);
 	}
 }
@@ -222,35 +274,25 @@ dlock_check_order_by(const char *order_by)
 /*
  *	SELECT ROW(tbl.*)::schema.tbl, tbl.pk FROM [ONLY] schema.tbl
  *	 WHERE (filter) AND NOT (tbl.pk OPERATOR(s.=) ANY ($1))
+ *	   AND ext.dlock_claim_unheld(claim_relid, tbl.pk)
  *	 ORDER BY order_by
- *	 LIMIT $2
+ *	 LIMIT n
  *	 FOR UPDATE OF tbl SKIP LOCKED
  *
- * $1 holds the keys to leave out (live claims, and rows already tried in
- * this call), so that claimers do not lock and re-check every row other
- * claimers hold: the cost of a claim grows with the live claims, not with
- * the table.  For an integer key in the default order the query also
- * takes the bounds of a key range, $3 < pk < $4 (dlock_claim_query_ranged).
+ * dlock_claim_unheld (claim.c) looks each row the scan reaches up in
+ * dlock.claim's primary key, after the filter and before the row lock,
+ * the way a hand-written NOT EXISTS would: the cost of a claim grows with
+ * the rows its scan reaches, not with the live claims of the table (until
+ * ALTER EXTENSION ... UPDATE adds the function, fn_schema is NULL and
+ * held rows are dropped after fetching them, in claim.c).  $1
+ * holds the rows already tried in this call (usually none).  LIMIT is the
+ * batch size, a constant, so that the plan is made for it; a second run
+ * for the rest of a batch asks SPI for fewer rows.
  */
-/*
- * Whether claims of this table in this order can skip runs of live
- * claims with key ranges (claim.c): the default order, on an integer
- * primary key compared with the built-in operators.  The query then has
- * two more parameters, $3 and $4, the bounds (exclusive, NULL: none) of
- * the key range to read.
- */
-bool
-dlock_claim_query_ranged(const ClaimTarget *t, const char *order_by)
-{
-	return order_by == NULL &&
-		(t->pk_type == INT2OID || t->pk_type == INT4OID ||
-		 t->pk_type == INT8OID) &&
-		strcmp(t->pk_eq_op, "OPERATOR(pg_catalog.=)") == 0;
-}
-
 static char *
-build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
+build_sql(const ClaimRequest *req, int bound_dir)
 {
+	const ClaimTarget *t = req->target;
 	StringInfoData sql;
 
 	initStringInfo(&sql);
@@ -261,21 +303,71 @@ build_sql(const ClaimTarget *t, const char *filter, const char *order_by)
 	appendStringInfo(&sql, "SELECT ROW(%s.*)::%s, %s.%s FROM %s%s",
 					 t->relname, t->qualname, t->relname, t->pk_colname,
 					 t->relkind == 'r' ? "ONLY " : "", t->qualname);
-	appendStringInfo(&sql, " WHERE (\n%s\n)", filter ? filter : "true");
+	appendStringInfo(&sql, " WHERE (\n%s\n)", req->filter ? req->filter : "true");
 	appendStringInfo(&sql, " AND NOT (%s.%s %s ANY ($1))",
 					 t->relname, t->pk_colname, t->pk_eq_op);
-	/* planned as constants, so the bounds become index conditions */
-	if (dlock_claim_query_ranged(t, order_by))
-		appendStringInfo(&sql,
-						 " AND ($3 IS NULL OR %s.%s OPERATOR(pg_catalog.>) $3)"
-						 " AND ($4 IS NULL OR %s.%s OPERATOR(pg_catalog.<) $4)",
-						 t->relname, t->pk_colname, t->relname, t->pk_colname);
-	if (order_by)
-		appendStringInfo(&sql, " ORDER BY\n%s\n", order_by);
+	if (req->fn_schema)
+		appendStringInfo(&sql, " AND %s.dlock_claim_unheld('%u'::pg_catalog.oid, %s.%s)",
+						 req->fn_schema, t->claim_relid, t->relname, t->pk_colname);
+	/* stepping over the held rows at the head of the order: after $2 */
+	if (bound_dir != 0)
+		appendStringInfo(&sql, " AND %s.%s %s $2", t->relname, t->pk_colname,
+						 bound_dir > 0 ? t->pk_gt_op : t->pk_lt_op);
+	if (req->order_by)
+		appendStringInfo(&sql, " ORDER BY\n%s\n", req->order_by);
 	else
 		appendStringInfo(&sql, " ORDER BY %s.%s", t->relname, t->pk_colname);
-	appendStringInfo(&sql, " LIMIT $2 FOR UPDATE OF %s SKIP LOCKED", t->relname);
+	appendStringInfo(&sql, " LIMIT %d FOR UPDATE OF %s SKIP LOCKED", req->n,
+					 t->relname);
 	return sql.data;
+}
+
+/*
+ * Whether claims in this order can step over held rows at its head with a
+ * bound on the primary key: 1 when the order is the primary key ascending
+ * (order_by NULL, or naming just that column), -1 descending, else 0.
+ * Needs the per-row check installed (claim.c learns the bound from it).
+ */
+static int
+step_direction(const ClaimRequest *req)
+{
+	const ClaimTarget *t = req->target;
+	List	   *stmts;
+	SelectStmt *sel;
+	SortBy	   *sb;
+	ColumnRef  *cr;
+	int			dir;
+
+	if (req->fn_schema == NULL)
+		return 0;
+	if (req->order_by == NULL)
+		return t->pk_gt_op ? 1 : 0;
+	/* order_by has passed dlock_check_order_by: it parses */
+	stmts = raw_parser(psprintf("SELECT 1 ORDER BY\n%s\n", req->order_by),
+					   RAW_PARSE_DEFAULT);
+	sel = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
+	if (list_length(sel->sortClause) != 1)
+		return 0;
+	sb = linitial(sel->sortClause);
+	if (!IsA(sb->node, ColumnRef) || sb->sortby_nulls != SORTBY_NULLS_DEFAULT)
+		return 0;
+	cr = (ColumnRef *) sb->node;
+	if (list_length(cr->fields) > 2 || !IsA(llast(cr->fields), String) ||
+		strcmp(strVal(llast(cr->fields)), t->pk_attname) != 0)
+		return 0;
+	if (list_length(cr->fields) == 2 &&
+		(!IsA(linitial(cr->fields), String) ||
+		 strcmp(strVal(linitial(cr->fields)), t->plain_relname) != 0))
+		return 0;
+	if (sb->sortby_dir == SORTBY_DEFAULT || sb->sortby_dir == SORTBY_ASC)
+		dir = 1;
+	else if (sb->sortby_dir == SORTBY_DESC)
+		dir = -1;
+	else
+		return 0;
+	if ((dir > 0 && t->pk_gt_op == NULL) || (dir < 0 && t->pk_lt_op == NULL))
+		return 0;
+	return dir;
 }
 
 /*
@@ -307,10 +399,12 @@ position_in_arg(const char *sql, const char *marker, const char *arg, int pos,
  * Called in a PG_CATCH block with the error still current; rethrows it.
  */
 void
-dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
-						  const char *filter, const char *order_by)
+dlock_claim_query_rethrow(MemoryContext cxt, const ClaimRequest *req)
 {
-	char	   *sql = build_sql(t, filter, order_by);
+	const ClaimTarget *t = req->target;
+	const char *filter = req->filter;
+	const char *order_by = req->order_by;
+	char	   *sql = build_sql(req, 0);
 	ErrorData  *edata;
 	const char *arg = NULL;
 	const char *argname = NULL;
@@ -319,6 +413,19 @@ dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
 	edata = CopyErrorData();
 	FlushErrorState();
 
+	/* the query may have been the one with a bound (step_direction) */
+	for (int dir = 1; dir >= -1 && edata->internalquery; dir -= 2)
+	{
+		if (strcmp(edata->internalquery, sql) == 0)
+			break;
+		if ((dir > 0 && t->pk_gt_op) || (dir < 0 && t->pk_lt_op))
+		{
+			char	   *b = build_sql(req, dir);
+
+			if (strcmp(edata->internalquery, b) == 0)
+				sql = b;
+		}
+	}
 	if (edata->internalquery && strcmp(edata->internalquery, sql) == 0)
 	{
 		int			pos = edata->internalpos;
@@ -374,22 +481,44 @@ dlock_claim_query_rethrow(MemoryContext cxt, const ClaimTarget *t,
 	ReThrowError(edata);
 }
 
+static SPIPlanPtr
+prepare_plan(const ClaimRequest *req, const char *sql, int nargs)
+{
+	Oid			types[2] = {req->target->pk_array_type, req->target->pk_type};
+	MemoryContext cxt = CurrentMemoryContext;
+	SPIPlanPtr	plan = NULL;
+
+	PG_TRY();
+	{
+		plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+	}
+	PG_CATCH();
+	{
+		dlock_claim_query_rethrow(cxt, req);
+	}
+	PG_END_TRY();
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for claim query: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	return plan;
+}
+
 /*
- * The kept plan of a claim query, marked busy until
- * dlock_claim_user_plan_done.  Prepared once per distinct query text, table
- * and key type in this backend (at most MAX_CACHED_PLANS idle ones are
- * kept) with custom plans, so that the list of keys to leave out is planned
- * as a constant and tested through a hash table.  A table dropped and
+ * The kept plans of a claim query, marked busy until dlock_claim_plan_done.
+ * Prepared once per distinct query text, table and key type in this
+ * backend (at most MAX_CACHED_PLANS idle ones are kept) as generic plans:
+ * the parameters, the rows already tried (nearly always none) and the step
+ * bound, change nothing the planner should plan for.  A table dropped and
  * created again under the same name is another table (another relid), so
  * its plans are new ones, with its key type.
  */
-SPIPlanPtr
-dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
-					  const char *order_by)
+ClaimPlan *
+dlock_claim_plan(const ClaimRequest *req)
 {
-	char	   *sql = build_sql(t, filter, order_by);
-	Oid			types[4] = {t->pk_array_type, INT8OID, t->pk_type, t->pk_type};
-	int			nargs = dlock_claim_query_ranged(t, order_by) ? 4 : 2;
+	const ClaimTarget *t = req->target;
+	char	   *sql = build_sql(req, 0);
 	ListCell   *lc;
 	UserPlan   *up;
 	SPIPlanPtr	plan;
@@ -398,6 +527,7 @@ dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(user_plans_xact_callback, NULL);
+		RegisterSubXactCallback(user_plans_subxact_callback, NULL);
 		xact_callback_registered = true;
 	}
 	foreach(lc, user_plans)
@@ -412,57 +542,113 @@ dlock_claim_user_plan(const ClaimTarget *t, const char *filter,
 				user_plans = lcons(up, user_plans);
 			}
 			up->busy++;
-			return up->plan;
+			return (ClaimPlan *) up;
 		}
 	}
 
-	{
-		MemoryContext cxt = CurrentMemoryContext;
-
-		PG_TRY();
-		{
-			plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_CUSTOM_PLAN);
-		}
-		PG_CATCH();
-		{
-			dlock_claim_query_rethrow(cxt, t, filter, order_by);
-		}
-		PG_END_TRY();
-	}
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for claim query: %s",
-			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "SPI_keepplan failed");
-	up = MemoryContextAlloc(TopMemoryContext, sizeof(UserPlan));
+	plan = prepare_plan(req, sql, 1);
+	up = MemoryContextAllocZero(TopMemoryContext, sizeof(UserPlan));
 	up->sql = MemoryContextStrdup(TopMemoryContext, sql);
 	up->relid = t->relid;
 	up->pk_type = t->pk_type;
 	up->busy = 1;
 	up->plan = plan;
+	up->step_dir = step_direction(req);
+	if (up->step_dir != 0)
+		up->bounded_sql = MemoryContextStrdup(TopMemoryContext,
+											  build_sql(req, up->step_dir));
+	up->typlen = t->pk_typlen;
+	up->byval = t->pk_byval;
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	user_plans = lcons(up, user_plans);
 	trim_user_plans();
 	MemoryContextSwitchTo(old);
-	return up->plan;
+	return (ClaimPlan *) up;
 }
 
-/* The claim that got plan from dlock_claim_user_plan is done with it. */
-void
-dlock_claim_user_plan_done(SPIPlanPtr plan)
+/* whether claims run through cp can step over held rows */
+bool
+dlock_claim_plan_steps(ClaimPlan *cp)
 {
-	ListCell   *lc;
+	return ((UserPlan *) cp)->step_dir != 0;
+}
 
-	foreach(lc, user_plans)
+/*
+ * The plan to run for the next query of a claim: the one with a bound
+ * (*bound set, *bounded true) while a step hint holds, else the plain
+ * one.  *returns is the count of give-backs read now (before the query
+ * runs), to learn a new hint with; without shared memory, *bounded is
+ * false and *returns PG_UINT64_MAX (no hints).
+ */
+SPIPlanPtr
+dlock_claim_plan_choose(ClaimPlan *cp, const ClaimRequest *req, Datum *bound,
+						bool *bounded, uint64 *returns)
+{
+	UserPlan   *up = (UserPlan *) cp;
+	bool		have = dlock_claim_returns_read(returns);
+
+	if (!have)
+		*returns = PG_UINT64_MAX;
+	*bounded = false;
+	if (!up->hint)
+		return up->plan;
+	if (!have || *returns != up->hint_returns ||
+		GetCurrentTimestamp() >= up->hint_until)
 	{
-		UserPlan   *up = lfirst(lc);
-
-		if (up->plan == plan)
-		{
-			if (up->busy > 0)
-				up->busy--;
-			break;
-		}
+		forget_hint(up);
+		return up->plan;
 	}
+	if (up->bounded == NULL)
+		up->bounded = prepare_plan(req, up->bounded_sql, 2);
+	*bound = up->hint_bound;
+	*bounded = true;
+	return up->bounded;
+}
+
+/*
+ * A claim's query found a long stretch of held rows at the head of its
+ * order (after the bound, if it ran with one), the last of them with
+ * primary key last, all held until at least until: later claims start
+ * after it, as long as no claim is given back (returns, read before the
+ * query ran) and until that time.
+ */
+void
+dlock_claim_plan_learn(ClaimPlan *cp, bool bounded, uint64 returns,
+					   Datum last, TimestampTz until)
+{
+	UserPlan   *up = (UserPlan *) cp;
+	Datum		copy;
+
+	if (up->step_dir == 0)
+		return;
+	if (bounded && up->hint)
+		until = Min(until, up->hint_until);
+	copy = up->byval ? last :
+		datumCopy(last, false, up->typlen);
+	if (!up->byval)
+	{
+		/* datumCopy allocates where we are: move it where it can stay */
+		Size		len = datumGetSize(last, false, up->typlen);
+		void	   *kept = MemoryContextAlloc(TopMemoryContext, len);
+
+		memcpy(kept, DatumGetPointer(copy), len);
+		pfree(DatumGetPointer(copy));
+		copy = PointerGetDatum(kept);
+	}
+	forget_hint(up);
+	up->hint = true;
+	up->hint_bound = copy;
+	up->hint_until = until;
+	up->hint_returns = returns;
+}
+
+/* The claim that got cp from dlock_claim_plan is done with it. */
+void
+dlock_claim_plan_done(ClaimPlan *cp)
+{
+	UserPlan   *up = (UserPlan *) cp;
+
+	if (up->busy > 0)
+		up->busy--;
 }

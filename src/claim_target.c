@@ -48,6 +48,7 @@
 #include "utils/relcache.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "claim.h"
 
@@ -81,6 +82,12 @@ free_target(ClaimTarget *t)
 	pfree(t->qualname);
 	pfree(t->pk_colname);
 	pfree(t->pk_eq_op);
+	if (t->pk_lt_op)
+		pfree(t->pk_lt_op);
+	if (t->pk_gt_op)
+		pfree(t->pk_gt_op);
+	pfree(t->pk_attname);
+	pfree(t->plain_relname);
 	pfree(t);
 }
 
@@ -248,6 +255,17 @@ build_target(Oid relid)
 		elog(ERROR, "no equality operator or array type for the primary key of \"%s\"",
 			 RelationGetRelationName(rel));
 	t->pk_eq_op = qualified_operator(eqop);
+	{
+		/* the default ordering's operators: a claim steps over held rows with them */
+		TypeCacheEntry *tc = lookup_type_cache(t->pk_type,
+											   TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
+
+		t->pk_lt_op = OidIsValid(tc->lt_opr) ? qualified_operator(tc->lt_opr) : NULL;
+		t->pk_gt_op = OidIsValid(tc->gt_opr) ? qualified_operator(tc->gt_opr) : NULL;
+	}
+	t->pk_attname = pstrdup(get_attname(relid, t->pk_attnum, false));
+	t->plain_relname = pstrdup(RelationGetRelationName(rel));
+	get_typlenbyval(t->pk_type, &t->pk_typlen, &t->pk_byval);
 	t->io_needs_pin = !io_is_stable(t->pk_type);
 	getTypeOutputInfo(t->pk_type, &t->pk_out_fn, &isvarlena);
 	getTypeInputInfo(t->pk_type, &t->pk_in_fn, &t->pk_ioparam);

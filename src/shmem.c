@@ -16,7 +16,6 @@
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 
-#include "claim.h"
 #include "shmem.h"
 
 #define DLOCK_TRANCHE "dlock"
@@ -39,7 +38,6 @@ dlock_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(dlock_shmem_size());
-	RequestAddinShmemSpace(dlock_inflight_shmem_size());
 	RequestNamedLWLockTranche(DLOCK_TRANCHE, 1);
 }
 
@@ -59,11 +57,11 @@ dlock_shmem_startup(void)
 		dlock_shared->lock = &(GetNamedLWLockTranche(DLOCK_TRANCHE))->lock;
 		dlock_shared->next_ticket = 1;
 		pg_atomic_init_u32(&dlock_shared->nwaiters, 0);
+		pg_atomic_init_u64(&dlock_shared->claim_returns, 0);
 		for (int i = 0; i < DLOCK_NUM_COUNTERS; i++)
 			pg_atomic_init_u64(&dlock_shared->counters[i], 0);
 		dlock_shared->nslots = MaxBackends;
 	}
-	dlock_inflight_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -54,6 +54,9 @@ typedef struct DlockShared
 	uint64		next_ticket;
 	pg_atomic_uint32 nwaiters;	/* slots in use; read without the lock */
 	pg_atomic_uint64 counters[DLOCK_NUM_COUNTERS];
+	pg_atomic_uint64 claim_returns; /* give-backs of claims on rows that may
+									 * still match: unclaim, reset,
+									 * release_all (claim.c's step hints) */
 	int			nslots;
 	DlockWaitSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } DlockShared;
@@ -68,6 +71,27 @@ dlock_count(DlockCounter c, uint64 n)
 {
 	if (dlock_shared != NULL)
 		pg_atomic_fetch_add_u64(&dlock_shared->counters[c], n);
+}
+
+/*
+ * Claims were given back (or are about to be, by this transaction): step
+ * hints learned before are void (claim_query.c).
+ */
+static inline void
+dlock_claim_returns_bump(void)
+{
+	if (dlock_shared != NULL)
+		pg_atomic_fetch_add_u64(&dlock_shared->claim_returns, 1);
+}
+
+/* false without shared memory (dlock not preloaded): no step hints */
+static inline bool
+dlock_claim_returns_read(uint64 *n)
+{
+	if (dlock_shared == NULL)
+		return false;
+	*n = pg_atomic_read_u64(&dlock_shared->claim_returns);
+	return true;
 }
 
 #endif							/* DLOCK_SHMEM_H */
