@@ -17,7 +17,7 @@ OBJS = \
 	src/lease.o \
 	src/lease_store.o \
 	src/store.o \
-	src/lease_funcs.o \
+	src/lease_sql.o \
 	src/token.o \
 	src/spi_access.o \
 	src/xact.o \
@@ -30,7 +30,7 @@ OBJS = \
 	src/claim_store.o \
 	src/claim_query.o \
 	src/claim_target.o \
-	src/claim_funcs.o \
+	src/claim_sql.o \
 	src/views.o
 
 DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql
@@ -40,14 +40,14 @@ PGFILEDESC = "dlock - lease locks with fencing tokens"
 REGRESS = lease_basic lease_errors lease_roles \
 	wait_isolation_levels \
 	claim_basic claim_errors claim_roles \
-	hostile_input claim_complete claim_ranges views_roles claim_review upgrade
+	hostile_input claim_complete claim_ranges views_roles claim_review promises upgrade
 REGRESS_OPTS = --load-extension=dlock
 
 # isolation specs: specs/NAME.spec against expected/NAME.out
 ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder \
 	wait_wake_release wait_wake_expiry wait_fifo wait_rollback_release wait_cancel \
 	claim_disjoint claim_race_committed claim_complete_vs_takeover claim_complete_fence \
-	claim_inflight claim_complete_vs_renew
+	claim_inflight claim_complete_vs_renew serializable_retry views_latest fence_waits
 ISOLATION_OPTS = --load-extension=dlock
 
 TAP_TESTS = 1

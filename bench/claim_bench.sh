@@ -21,8 +21,10 @@
 # Patterns (the ways a README reader completes work):
 #   complete  give the claims back as the rows are done:
 #               dlock  UPDATE ... FROM dlock_complete(tbl, me, ids)
-#               hand   WITH d AS (DELETE FROM side ... own live claims
-#                      RETURNING id) UPDATE jobs ... FROM d
+#               hand   WITH u AS (UPDATE jobs ... WHERE own live claim
+#                      RETURNING id) DELETE FROM side ... IN u (job rows
+#                      first: the other order deadlocks with a claimer
+#                      whose re-check locked a row it did not get)
 #   fence     order_by => 'id', the dlock_claimed fence, claims left to expire:
 #               dlock  UPDATE ... WHERE id = ANY(ids) AND dlock_claimed(...)
 #               hand   UPDATE ... WHERE id = ANY(ids) AND EXISTS (own live claim)
@@ -158,9 +160,9 @@ complete_sql() {
     local ids="ARRAY[:ids]::$typ[]"
     case "$c/$p" in
     dl/complete) echo "UPDATE $t j SET status = 1 FROM dlock_complete('$t', 'w:client_id', $ids) AS d(id) WHERE j.id = d.id;" ;;
-    hw/complete) echo "WITH d AS (DELETE FROM side_$k WHERE job_id = ANY ($ids) AND holder = 'w:client_id'
-                 AND expires_at > clock_timestamp() RETURNING job_id)
-UPDATE $t j SET status = 1 FROM d WHERE j.id = d.job_id;" ;;
+    hw/complete) echo "WITH u AS (UPDATE $t j SET status = 1 WHERE j.id = ANY ($ids) AND EXISTS (SELECT 1 FROM side_$k s
+   WHERE s.job_id = j.id AND s.holder = 'w:client_id' AND s.expires_at > clock_timestamp()) RETURNING j.id)
+DELETE FROM side_$k WHERE job_id IN (SELECT id FROM u) AND holder = 'w:client_id';" ;;
     dl/fence) echo "UPDATE $t SET status = 1 WHERE id = ANY ($ids) AND dlock_claimed('$t', id, 'w:client_id');" ;;
     hw/fence) echo "UPDATE $t j SET status = 1 WHERE j.id = ANY ($ids) AND EXISTS (SELECT 1 FROM side_$k s
    WHERE s.job_id = j.id AND s.holder = 'w:client_id' AND s.expires_at > clock_timestamp());" ;;
@@ -213,7 +215,11 @@ run() {   # run CELL CONTENDER KEY PATTERN CLIENTS ROUND
     f=$SCRIPTS/$c-$k-$p.pgb
     write_script "$f" "$c" "$k" "$p"
     j=$(( n < 2 ? n : 2 ))
-    out=$(cd "$WORK" && dlock_as_postgres pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
+    # enable_seqscan = off for every contender: the side table starts each run
+    # empty, and a plan made for an empty table probes it with a sequential
+    # scan per candidate row (dlock's own internal lookups never scan)
+    out=$(cd "$WORK" && PGOPTIONS="-c enable_seqscan=off" dlock_as_postgres \
+            pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
             -U postgres -c "$n" -j "$j" -T "$DURATION" -f "$f" postgres 2>&1) || true
     failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
     if grep -q 'aborted' <<<"$out"; then

@@ -13,14 +13,18 @@
 #             two statements = two transactions), each client on its own key:
 #               dlock       SELECT dlock_acquire('k'||id, 'c'||id, '30 s');
 #                           SELECT dlock_release('k'||id, 'c'||id);
-#               hand        INSERT ... ON CONFLICT (key) DO UPDATE ... WHERE
-#                           t.expires_at < clock_timestamp() RETURNING t.key;
-#                           DELETE ... WHERE key = ... AND holder = ...;
+#               hand        hand_acquire(): UPDATE ... WHERE key = k AND
+#                           expires_at < clock_timestamp() (a first-time key:
+#                           INSERT ... ON CONFLICT DO NOTHING), token from a
+#                           sequence; CALL hand_release(): UPDATE (HOT, the row
+#                           stays) committed with synchronous_commit = off,
+#                           as dlock's autocommit release skips its flush
 #               advisory    SELECT pg_advisory_lock(id); SELECT pg_advisory_unlock(id);
 #  contended  failed acquires per second: one key is held for the whole run
 #             by a long-lived holder and every client hammers a try-acquire on it:
 #               dlock       dlock_acquire('hot', ...) -> NULL
-#               hand        the upsert above, its WHERE fails -> 0 rows
+#               hand        hand_acquire() above: its UPDATE matches no row
+#                           and writes nothing -> NULL
 #               advisory    pg_try_advisory_lock(...) -> false
 #  preload    issue 4: what preloading the library costs. The dlock pairs
 #             script on a second cluster that is restarted before every run,
@@ -117,7 +121,33 @@ start_cluster() { # NAME PRELOAD_SETTING [CONF_LINE...] -> sets HOST_<NAME>, POR
     printf -v "PORT_$name" '%s' "$DLOCK_PORT"
     psql -X -q -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d postgres <<'SQL'
 CREATE EXTENSION dlock;
-CREATE TABLE bench_lease (key text PRIMARY KEY, holder text NOT NULL, expires_at timestamptz NOT NULL);
+CREATE TABLE bench_lease (key text PRIMARY KEY, holder text, token bigint,
+                          expires_at timestamptz NOT NULL) WITH (fillfactor = 70);
+CREATE SEQUENCE bench_token;
+-- the careful hand-written lease: an acquire that writes nothing when the key
+-- is held (UPDATE ... WHERE expired; a first-time key is inserted with
+-- ON CONFLICT DO NOTHING, which also writes nothing on a conflict), a fencing
+-- token from a sequence, and a release that keeps the row (a HOT update) and
+-- commits without waiting for its flush, as dlock's autocommit release does
+CREATE FUNCTION hand_acquire(k text, h text, ttl interval) RETURNS bigint
+LANGUAGE sql AS $$
+  WITH u AS (UPDATE bench_lease SET holder = h, token = nextval('bench_token'),
+                    expires_at = clock_timestamp() + ttl
+              WHERE key = k AND expires_at < clock_timestamp() RETURNING token),
+       i AS (INSERT INTO bench_lease (key, holder, token, expires_at)
+             SELECT k, h, nextval('bench_token'), clock_timestamp() + ttl
+              WHERE NOT EXISTS (SELECT FROM u)
+                AND NOT EXISTS (SELECT FROM bench_lease WHERE key = k)
+             ON CONFLICT (key) DO NOTHING RETURNING token)
+  SELECT token FROM u UNION ALL SELECT token FROM i
+$$;
+CREATE PROCEDURE hand_release(k text, h text) LANGUAGE plpgsql AS $$
+BEGIN
+  SET LOCAL synchronous_commit = off;
+  UPDATE bench_lease SET holder = NULL, expires_at = '-infinity'
+   WHERE key = k AND holder = h AND expires_at > clock_timestamp();
+  COMMIT;
+END $$;
 -- the key held for the whole run by somebody else (contended section)
 SELECT dlock_acquire('hot', 'owner', '1 day') IS NOT NULL AS hot_acquired \gset
 \if :hot_acquired
@@ -125,7 +155,7 @@ SELECT dlock_acquire('hot', 'owner', '1 day') IS NOT NULL AS hot_acquired \gset
   \echo 'could not acquire the hot key'
   \quit 3
 \endif
-INSERT INTO bench_lease VALUES ('hot', 'owner', clock_timestamp() + interval '1 day');
+INSERT INTO bench_lease VALUES ('hot', 'owner', nextval('bench_token'), clock_timestamp() + interval '1 day');
 -- Pre-write ~256 MB of WAL and checkpoint, so that the runs recycle WAL
 -- segments instead of creating (zero-filling) new ones in the middle of a run.
 SELECT count(pg_logical_emit_message(false, 'bench', repeat('x', 1000000))) FROM generate_series(1, 256) \gset
@@ -148,8 +178,8 @@ EOF
 cp "$WORK/sql/pairs_dlock.sql" "$WORK/sql/preload_dlock_pre.sql"
 cp "$WORK/sql/pairs_dlock.sql" "$WORK/sql/preload_dlock_nopre.sql"
 cat >"$WORK/sql/pairs_hand.sql" <<'EOF'
-INSERT INTO bench_lease AS t (key, holder, expires_at) VALUES ('k' || :client_id, 'c' || :client_id, clock_timestamp() + interval '30 s') ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at WHERE t.expires_at < clock_timestamp() RETURNING t.key;
-DELETE FROM bench_lease WHERE key = 'k' || :client_id AND holder = 'c' || :client_id;
+SELECT hand_acquire('k' || :client_id, 'c' || :client_id, '30 s');
+CALL hand_release('k' || :client_id, 'c' || :client_id);
 EOF
 cat >"$WORK/sql/pairs_advisory.sql" <<'EOF'
 SELECT pg_advisory_lock(:client_id);
@@ -159,7 +189,7 @@ cat >"$WORK/sql/contended_dlock.sql" <<'EOF'
 SELECT dlock_acquire('hot', 'c' || :client_id, '30 s');
 EOF
 cat >"$WORK/sql/contended_hand.sql" <<'EOF'
-INSERT INTO bench_lease AS t (key, holder, expires_at) VALUES ('hot', 'c' || :client_id, clock_timestamp() + interval '30 s') ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at WHERE t.expires_at < clock_timestamp() RETURNING t.key;
+SELECT hand_acquire('hot', 'c' || :client_id, '30 s');
 EOF
 cat >"$WORK/sql/contended_advisory.sql" <<'EOF'
 SELECT pg_try_advisory_lock(1000000);

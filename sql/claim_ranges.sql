@@ -63,15 +63,25 @@ SELECT array_agg(id) AS skip_d FROM dlock_claim(NULL::cr_skip, 'd', 2, '5 min', 
 SELECT dlock_unclaim('cr_skip', 'a', ARRAY[17]::bigint[]) AS a_gave_back_17;
 SELECT array_agg(id) AS skip_e_gets_17 FROM dlock_claim(NULL::cr_skip, 'e', 1, '5 min');
 -- a stretch learned from this transaction's own claims is forgotten when
--- it rolls back (to a savepoint, or all of it)
+-- it rolls back, to a savepoint or all of it: 2,000 rows claimed in it are
+-- stepped over by its next claim, and free again after the rollback
+CREATE TABLE cr_roll (id bigint PRIMARY KEY);
+INSERT INTO cr_roll SELECT g FROM generate_series(1, 2100) g;
 BEGIN;
-SELECT count(*) AS skip_f FROM dlock_claim(NULL::cr_skip, 'f', 60, '5 min');
+SELECT count(*) AS roll_f FROM dlock_claim(NULL::cr_roll, 'f', 5, '5 min');
 SAVEPOINT s;
-SELECT count(*) AS skip_f FROM dlock_claim(NULL::cr_skip, 'f', 10, '5 min');
+SELECT count(*) AS roll_f FROM dlock_claim(NULL::cr_roll, 'f', 1000, '5 min');
+SELECT count(*) AS roll_f FROM dlock_claim(NULL::cr_roll, 'f', 1000, '5 min');
+SELECT array_agg(id) AS roll_f_steps FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
+SELECT array_agg(id) AS roll_f_steps FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
 ROLLBACK TO SAVEPOINT s;
-SELECT array_agg(id) AS skip_f_again FROM dlock_claim(NULL::cr_skip, 'f', 1, '5 min');
+SELECT array_agg(id) AS roll_f_after_savepoint FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
+SELECT count(*) AS roll_f FROM dlock_claim(NULL::cr_roll, 'f', 1000, '5 min');
+SELECT count(*) AS roll_f FROM dlock_claim(NULL::cr_roll, 'f', 1000, '5 min');
+SELECT array_agg(id) AS roll_f_steps FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
+SELECT array_agg(id) AS roll_f_steps FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
 ROLLBACK;
-SELECT array_agg(id) AS skip_g FROM dlock_claim(NULL::cr_skip, 'g', 1, '5 min');
+SELECT array_agg(id) AS roll_g_after_rollback FROM dlock_claim(NULL::cr_roll, 'g', 1, '5 min');
 -- a row inside the stretch that comes to match the filter is found once
 -- the stretch's claims lapse: here, once they are reset
 SELECT array_agg(id) AS skip_h FROM dlock_claim(NULL::cr_skip, 'h', 1, '5 min', 'status = 0');
@@ -105,5 +115,5 @@ SELECT sum(dlock_release_all(h)) AS released
   FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']) h;
 SELECT count(*) AS claims_left FROM dlock_claims
  WHERE table_name IN ('cr_jobs'::regclass, 'cr_skip'::regclass, 'cr_small'::regclass,
-                     'cr_int'::regclass, 'cr_big'::regclass);
-DROP TABLE cr_jobs, cr_skip, cr_small, cr_int, cr_big;
+                     'cr_int'::regclass, 'cr_big'::regclass, 'cr_roll'::regclass);
+DROP TABLE cr_jobs, cr_skip, cr_small, cr_int, cr_big, cr_roll;

@@ -14,11 +14,14 @@
  *	   table; rows another transaction is claiming or completing are
  *	   skipped without waiting, and a row completed a moment ago is
  *	   re-checked against the filter on its newest version;
- *	2. takes each candidate's key lock without waiting (skipping the row
- *	   if another transaction holds it), then re-reads those claims at the
- *	   latest committed state: a claim that committed after the probe is
- *	   seen here, and its row is dropped (the snapshot race of SKIP LOCKED
- *	   claims);
+ *	2. reads the candidates' claim rows at the latest committed state: a
+ *	   claim that committed after the probe is seen here, and its row is
+ *	   dropped (the snapshot race of SKIP LOCKED claims).  A row without a
+ *	   claim row is taken as it is (its row lock keeps other claimers out,
+ *	   and only claimers write new claim rows); a row with a free or
+ *	   expired one is decided under its key lock, taken without waiting
+ *	   (skipped if another transaction holds it: a holder completing,
+ *	   renewing or fencing it), on a second look;
  *	3. writes the claims (an insert for rows never claimed, a conditional
  *	   update, only where the claim is free or expired, for the others) and
  *	   returns exactly the rows it wrote;
@@ -53,12 +56,17 @@
 
 #define EQ " OPERATOR(pg_catalog.=) "
 
+/* kept plans of the queries below (dlock_spi_plan) */
+static SPIPlanPtr plan_claim_poison = NULL;
+static SPIPlanPtr plan_claim_update = NULL;
+
 /* one candidate row of a claim */
 typedef struct Candidate
 {
 	text	   *key;
 	Datum		row;			/* whole-row datum from the user's table */
 	bool		locked;			/* we took its key lock */
+	bool		fresh;			/* no claim row: claimable without a key lock */
 	bool		claimable;
 	bool		has_row;		/* a claim row exists (expired or given back) */
 	bool		claimed;
@@ -130,7 +138,7 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 	{
 		int			i = order[k];
 
-		c[i].claimable = c[i].locked;
+		c[i].claimable = c[i].locked || c[i].fresh;
 		if (c[i].locked)
 		{
 			at[nlocked] = i;
@@ -168,7 +176,7 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 		values[0] = ObjectIdGetDatum(req->target->claim_relid);
 		values[1] = dlock_text_array(poison, npoison);
 		values[2] = TimestampTzGetDatum(now);
-		plan = dlock_spi_plan(Q_CLAIM_POISON,
+		plan = dlock_spi_plan(&plan_claim_poison,
 							  "UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
 							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
 							  "   AND poisoned_at IS NULL",
@@ -259,7 +267,7 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 	if (nagain > 0)
 	{
 		values[1] = dlock_text_array(again, nagain);
-		plan = dlock_spi_plan(Q_CLAIM_UPDATE,
+		plan = dlock_spi_plan(&plan_claim_update,
 							  "UPDATE " DLOCK_SCHEMA ".claim"
 							  "   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
 							  "       claimed_at = $7, expires_at = $8,"
@@ -476,11 +484,38 @@ claim_candidates(const ClaimRequest *req, Candidate *c, int n, Oid role,
 		order[i] = i;
 	qsort_arg(order, n, sizeof(int), candidate_cmp, c);
 
-	for (int i = 0; i < n; i++)
+	/*
+	 * A row without a claim row is claimable as it is: its row lock, taken
+	 * by the claim query, keeps every other claimer away from it until this
+	 * transaction ends, and only claimers write new claim rows.  A row with
+	 * one may have a holder completing, renewing or fencing it right now:
+	 * it is decided under its key lock (taken without waiting), on a second
+	 * look.
+	 */
 	{
-		DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
+		text	  **keys = palloc(sizeof(text *) * n);
+		bool	   *found = palloc(sizeof(bool) * n);
+		bool	   *live = palloc(sizeof(bool) * n);
+		int		   *attempts = palloc(sizeof(int) * n);
+		bool	   *poisoned = palloc(sizeof(bool) * n);
 
-		c[i].locked = dlock_key_trylock(&kl, ExclusiveLock);
+		for (int k = 0; k < n; k++)
+			keys[k] = c[order[k]].key;
+		dlock_claim_store_lookup(t->claim_relid, keys, n, found, live, attempts,
+								 poisoned);
+		for (int k = 0; k < n; k++)
+		{
+			Candidate  *cc = &c[order[k]];
+
+			if (!found[k])
+				cc->fresh = true;
+			else if (!live[k] && !poisoned[k])
+			{
+				DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, cc->key);
+
+				cc->locked = dlock_key_trylock(&kl, ExclusiveLock);
+			}
+		}
 	}
 	now = GetCurrentTimestamp();
 	decide_claimable(req, c, order, n, now);

@@ -31,6 +31,17 @@
 
 #define EQ " OPERATOR(pg_catalog.=) "
 
+/* kept plans of the queries below (dlock_spi_plan) */
+static SPIPlanPtr plan_claim_delete_idle = NULL;
+static SPIPlanPtr plan_claim_delete_keys = NULL;
+static SPIPlanPtr plan_claim_existing_keys = NULL;
+static SPIPlanPtr plan_claim_holder_all = NULL;
+static SPIPlanPtr plan_claim_holder_keys = NULL;
+static SPIPlanPtr plan_claim_holder_keys_in = NULL;
+static SPIPlanPtr plan_claim_idle_keys = NULL;
+static SPIPlanPtr plan_claim_renew = NULL;
+static SPIPlanPtr plan_claim_reset = NULL;
+
 /* columns of dlock.claim that the fence reads (dlock--0.1.sql) */
 /*
  * True when holder (and the calling role) holds an unexpired claim on the
@@ -73,7 +84,7 @@ holder_keys(Oid relid, text *holder, Oid role, text **among, int namong,
 	SPIPlanPtr	plan;
 
 	if (among == NULL)
-		plan = dlock_spi_plan(Q_CLAIM_HOLDER_KEYS,
+		plan = dlock_spi_plan(&plan_claim_holder_keys,
 							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
 							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
 							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
@@ -82,7 +93,7 @@ holder_keys(Oid relid, text *holder, Oid role, text **among, int namong,
 	else
 	{
 		values[3] = dlock_text_array(among, namong);
-		plan = dlock_spi_plan(Q_CLAIM_HOLDER_KEYS_IN,
+		plan = dlock_spi_plan(&plan_claim_holder_keys_in,
 							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
 							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($4)"
 							  "   AND holder" EQ "$2 AND owner" EQ "$3"
@@ -175,7 +186,7 @@ give_back_holder_claims(Oid relid, text **keys, int n, void *arg)
 	values[1] = dlock_text_array(keys, n);
 	values[2] = PointerGetDatum(holder);
 	values[3] = ObjectIdGetDatum(role);
-	plan = dlock_spi_plan(Q_CLAIM_DELETE_KEYS,
+	plan = dlock_spi_plan(&plan_claim_delete_keys,
 						  "UPDATE " DLOCK_SCHEMA ".claim"
 						  "   SET holder = NULL, owner = NULL,"
 						  "       expires_at = pg_catalog.clock_timestamp()"
@@ -282,7 +293,7 @@ renew_holder_claims(Oid relid, text **keys, int n, void *arg)
 	values[2] = PointerGetDatum(h->holder);
 	values[3] = ObjectIdGetDatum(h->role);
 	values[4] = Int64GetDatum(h->ttl_us);
-	plan = dlock_spi_plan(Q_CLAIM_RENEW,
+	plan = dlock_spi_plan(&plan_claim_renew,
 						  "UPDATE " DLOCK_SCHEMA ".claim"
 						  "   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END,"
 						  "       expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)"
@@ -330,7 +341,7 @@ delete_claims(Oid relid, text **keys, int n, void *arg)
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = dlock_text_array(keys, n);
-	plan = dlock_spi_plan(Q_CLAIM_RESET,
+	plan = dlock_spi_plan(&plan_claim_reset,
 						  "DELETE FROM " DLOCK_SCHEMA ".claim"
 						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
 						  2, types);
@@ -352,7 +363,7 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	/* only the keys that have claim rows, in order */
 	values[0] = ObjectIdGetDatum(t->claim_relid);
 	values[1] = dlock_text_array(keys, nkeys);
-	plan = dlock_spi_plan(Q_CLAIM_EXISTING_KEYS,
+	plan = dlock_spi_plan(&plan_claim_existing_keys,
 						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
 						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2) ORDER BY key",
 						  2, types);
@@ -385,7 +396,7 @@ dlock_claim_release_all(text *holder)
 	arg.role = spi.caller;
 	values[0] = PointerGetDatum(holder);
 	values[1] = ObjectIdGetDatum(spi.caller);
-	plan = dlock_spi_plan(Q_CLAIM_HOLDER_ALL,
+	plan = dlock_spi_plan(&plan_claim_holder_all,
 						  "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
 						  " WHERE holder" EQ "$1 AND owner" EQ "$2"
 						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
@@ -433,7 +444,7 @@ dlock_claim_cleanup(int64 idle_us, int limit)
 	dlock_spi_begin(&spi);
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() - idle_us);
 	values[1] = Int32GetDatum(limit);
-	sel = dlock_spi_plan(Q_CLAIM_IDLE_KEYS,
+	sel = dlock_spi_plan(&plan_claim_idle_keys,
 						 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim c"
 						 " WHERE (expires_at OPERATOR(pg_catalog.<) $1 AND poisoned_at IS NULL)"
 						 "    OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
@@ -444,7 +455,7 @@ dlock_claim_cleanup(int64 idle_us, int limit)
 	keys = dlock_copy_key_column(n);
 	relids = dlock_copy_oid_column(n, 2);
 
-	del = dlock_spi_plan(Q_CLAIM_DELETE_IDLE,
+	del = dlock_spi_plan(&plan_claim_delete_idle,
 						 "DELETE FROM " DLOCK_SCHEMA ".claim c"
 						 " WHERE relid" EQ "$1 AND key" EQ "$2"
 						 "   AND ((expires_at OPERATOR(pg_catalog.<) $3 AND poisoned_at IS NULL)"

@@ -13,10 +13,11 @@
  * go, the way COPY does: one table_multi_insert (a WAL record per heap
  * page, not per row), then the entries of every index of dlock.claim,
  * partial ones included (ExecInsertIndexTuples evaluates their
- * predicates).  The caller holds the key lock of every row and has just
- * read, at the latest committed state, that none of them has a claim row,
- * so the primary key can only object if that protocol is broken; then it
- * raises its usual unique violation.
+ * predicates).  The caller holds the user-table row lock of every row
+ * (only claimers write new claim rows, and they all lock the row first)
+ * and has just read, at the latest committed state, that none of them
+ * has a claim row, so the primary key can only object if that protocol
+ * is broken; then it raises its usual unique violation.
  *
  *-------------------------------------------------------------------------
  */
@@ -119,6 +120,7 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 	DlockStore	s;
 
 	dlock_store_open(&s, "claim", Natts_claim_table);
+	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
 		TupleTableSlot *slot = s.slot;
@@ -131,6 +133,7 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 		attempts[i] = DatumGetInt32(slot->tts_values[Anum_attempts - 1]);
 		poisoned[i] = !slot->tts_isnull[Anum_poisoned_at - 1];
 	}
+	dlock_store_batch_end(&s);
 	dlock_store_close(&s);
 }
 
@@ -147,6 +150,7 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 	int			ndone = 0;
 
 	dlock_store_open(&s, "claim", Natts_claim_table);
+	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
 		done[i] = false;
@@ -177,8 +181,12 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 				break;
 			if (r != TM_Updated)
 				elog(ERROR, "unexpected result %d deleting a claim row", (int) r);
+			/* it has ended: look again at the state after it */
+			dlock_store_batch_end(&s);
+			dlock_store_batch_begin(&s, 2);
 		}
 	}
+	dlock_store_batch_end(&s);
 	dlock_store_close(&s);
 	if (ndone > 0)
 		CommandCounterIncrement();

@@ -36,28 +36,6 @@ extern bool dlock_arg_token(FunctionCallInfo fcinfo, int argno, bool null_ok,
 							int64 *token);
 extern int64 dlock_interval_usecs(const Interval *iv);
 
-/* ---- spi_access.c: internal queries as dlock's owner ---- */
-typedef enum DlockQuery
-{
-	Q_LEASE_HOLDER_KEYS,
-	Q_LEASE_IDLE_KEYS,
-	Q_LEASE_DELETE_IDLE,
-	Q_CLAIM_LIVE_KEYS,
-	Q_CLAIM_UPDATE,
-	Q_CLAIM_POISON,
-	Q_CLAIM_HOLDER_KEYS,
-	Q_CLAIM_HOLDER_KEYS_IN,
-	Q_CLAIM_EXISTING_KEYS,
-	Q_CLAIM_DELETE_KEYS,
-	Q_CLAIM_RENEW,
-	Q_CLAIM_HOLDER_ALL,
-	Q_CLAIM_RESET,
-	Q_CLAIM_IDLE_KEYS,
-	Q_CLAIM_DELETE_IDLE,
-	Q_VIEW_LOCKS,
-	Q_VIEW_CLAIMS,
-	DLOCK_NUM_QUERIES
-} DlockQuery;
 
 typedef struct DlockSpi
 {
@@ -73,7 +51,7 @@ extern void dlock_spi_begin(DlockSpi *ctx);
 extern void dlock_spi_end(DlockSpi *ctx);
 extern void dlock_spi_as_caller(DlockSpi *ctx);
 extern void dlock_spi_as_owner(DlockSpi *ctx);
-extern struct _SPI_plan *dlock_spi_plan(DlockQuery q, const char *sql,
+extern struct _SPI_plan *dlock_spi_plan(struct _SPI_plan **cache, const char *sql,
 										int nargs, Oid *argtypes);
 extern uint64 dlock_spi_run(struct _SPI_plan *plan, Datum *values,
 							const char *nulls, long tcount, int expect_rc);

@@ -38,6 +38,11 @@
 
 #define EQ " OPERATOR(pg_catalog.=) "
 
+/* kept plans of the queries below (dlock_spi_plan) */
+static SPIPlanPtr plan_lease_delete_idle = NULL;
+static SPIPlanPtr plan_lease_holder_keys = NULL;
+static SPIPlanPtr plan_lease_idle_keys = NULL;
+
 /* ---- row writes (lease_store.c does the table access) ---- */
 
 /* a new grant: insert the row, or overwrite a free or expired one */
@@ -370,7 +375,7 @@ dlock_lease_release_all(text *holder)
 	dlock_spi_begin(&spi);
 	values[0] = PointerGetDatum(holder);
 	values[1] = ObjectIdGetDatum(spi.caller);
-	plan = dlock_spi_plan(Q_LEASE_HOLDER_KEYS,
+	plan = dlock_spi_plan(&plan_lease_holder_keys,
 						  "SELECT key FROM " DLOCK_SCHEMA ".lease"
 						  " WHERE holder" EQ "$1 AND owner" EQ "$2"
 						  " ORDER BY key",
@@ -447,7 +452,7 @@ dlock_lease_cleanup_locked(int64 idle_us, int limit)
 
 	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() - idle_us);
 	values[1] = Int32GetDatum(limit);
-	sel = dlock_spi_plan(Q_LEASE_IDLE_KEYS,
+	sel = dlock_spi_plan(&plan_lease_idle_keys,
 						 "SELECT key FROM " DLOCK_SCHEMA ".lease"
 						 " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
 						 2, types);
@@ -455,7 +460,7 @@ dlock_lease_cleanup_locked(int64 idle_us, int limit)
 	keys = dlock_copy_key_column(n);
 
 	types[1] = TEXTOID;
-	del = dlock_spi_plan(Q_LEASE_DELETE_IDLE,
+	del = dlock_spi_plan(&plan_lease_delete_idle,
 						 "DELETE FROM " DLOCK_SCHEMA ".lease"
 						 " WHERE expires_at OPERATOR(pg_catalog.<) $1"
 						 "   AND key" EQ "$2",

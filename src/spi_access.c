@@ -36,8 +36,6 @@
 
 #include "dlock.h"
 
-static SPIPlanPtr plans[DLOCK_NUM_QUERIES];
-
 /* owner of dlock's internal schema */
 Oid
 dlock_schema_owner(void)
@@ -147,25 +145,25 @@ dlock_spi_end(DlockSpi *ctx)
 }
 
 /*
- * The kept plan for one of dlock's queries, prepared on first use in this
- * backend.  Plans keep their raw parse trees, so they survive a DROP and
- * CREATE EXTENSION (they are re-analysed against the new tables).
+ * The kept plan of one of dlock's queries: *cache, a static next to the
+ * query's text at its call site, prepared on first use in this backend.
+ * Plans keep their raw parse trees, so they survive a DROP and CREATE
+ * EXTENSION (they are re-analysed against the new tables).
  */
 SPIPlanPtr
-dlock_spi_plan(DlockQuery q, const char *sql, int nargs, Oid *argtypes)
+dlock_spi_plan(SPIPlanPtr *cache, const char *sql, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	plan;
 
-	Assert(q >= 0 && q < DLOCK_NUM_QUERIES);
-	if (plans[q] != NULL)
-		return plans[q];
+	if (*cache != NULL)
+		return *cache;
 	plan = SPI_prepare(sql, nargs, argtypes);
 	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for dlock query %d: %s",
-			 (int) q, SPI_result_code_string(SPI_result));
+		elog(ERROR, "SPI_prepare failed for dlock query \"%s\": %s",
+			 sql, SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "SPI_keepplan failed");
-	plans[q] = plan;
+	*cache = plan;
 	return plan;
 }
 

@@ -58,6 +58,8 @@ dlock_store_open(DlockStore *s, const char *name, int natts)
 				 errhint("Drop and re-create the extension dlock.")));
 	s->idx = index_open(pkey, RowExclusiveLock);
 	s->slot = table_slot_create(s->rel, NULL);
+	s->scan = NULL;
+	s->snap = NULL;
 }
 
 void
@@ -71,28 +73,49 @@ dlock_store_close(DlockStore *s)
 /*
  * Find the row whose primary key equals the nkeys scan keys (index
  * columns 1..nkeys, set up by the caller with ScanKeyEntryInitialize) at
- * the latest committed state.  On success its columns are in s->slot
+ * the latest committed state (or at the batch's snapshot, inside one).  On success its columns are in s->slot
  * (slot_getallattrs done) and its version's tid in s->slot->tts_tid;
  * the values are valid until the next call.
  */
 bool
 dlock_store_fetch(DlockStore *s, ScanKey keys, int nkeys)
 {
-	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
-	IndexScanDesc scan;
+	bool		batch = s->scan != NULL;
 	bool		found;
 
 	ExecClearTuple(s->slot);
-	scan = dlock_index_beginscan(s->rel, s->idx, snap, nkeys);
-	index_rescan(scan, keys, nkeys, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, s->slot);
+	if (!batch)
+		dlock_store_batch_begin(s, nkeys);
+	index_rescan(s->scan, keys, nkeys, NULL, 0);
+	found = index_getnext_slot(s->scan, ForwardScanDirection, s->slot);
 	if (found)
 	{
 		/* a copy of its own: the values stay valid after the scan */
 		ExecMaterializeSlot(s->slot);
 		slot_getallattrs(s->slot);
 	}
-	index_endscan(scan);
-	UnregisterSnapshot(snap);
+	if (!batch)
+		dlock_store_batch_end(s);
 	return found;
+}
+
+/*
+ * Look up many rows at one snapshot, the latest committed state as of
+ * this call (the caller holds the key locks of those rows already), with
+ * one index scan: dlock_store_fetch calls until dlock_store_batch_end.
+ */
+void
+dlock_store_batch_begin(DlockStore *s, int nkeys)
+{
+	s->snap = RegisterSnapshot(GetLatestSnapshot());
+	s->scan = dlock_index_beginscan(s->rel, s->idx, s->snap, nkeys);
+}
+
+void
+dlock_store_batch_end(DlockStore *s)
+{
+	index_endscan(s->scan);
+	UnregisterSnapshot(s->snap);
+	s->scan = NULL;
+	s->snap = NULL;
 }

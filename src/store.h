@@ -18,11 +18,15 @@ typedef struct DlockStore
 	Relation	rel;
 	Relation	idx;			/* its primary key */
 	TupleTableSlot *slot;		/* the row last fetched */
+	struct IndexScanDescData *scan; /* a batch's scan, or NULL */
+	struct SnapshotData *snap;	/* and its snapshot */
 	struct IndexInfo *index_info;	/* lease_store.c: built on first insert */
 } DlockStore;
 
 extern void dlock_store_open(DlockStore *s, const char *name, int natts);
 extern void dlock_store_close(DlockStore *s);
 extern bool dlock_store_fetch(DlockStore *s, ScanKey keys, int nkeys);
+extern void dlock_store_batch_begin(DlockStore *s, int nkeys);
+extern void dlock_store_batch_end(DlockStore *s);
 
 #endif							/* DLOCK_STORE_H */

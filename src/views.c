@@ -46,12 +46,12 @@ dlock_sees_role(Oid owner)
 }
 
 /*
- * Run sql (as dlock's owner) and return the rows the caller may see: the
+ * Run sql (as dlock's owner; its kept plan in *plan) and return the rows the caller may see: the
  * role in column owner_col must be one whose privileges the caller has,
  * and, when relid_col > 0, the caller must have SELECT on that table.
  */
 static Datum
-emit_current(FunctionCallInfo fcinfo, DlockQuery q, const char *sql,
+emit_current(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql,
 			 int owner_col, int relid_col)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -63,7 +63,7 @@ emit_current(FunctionCallInfo fcinfo, DlockQuery q, const char *sql,
 	InitMaterializedSRF(fcinfo, 0);
 	sees_all = role_sees(caller, InvalidOid);
 	dlock_spi_begin(&spi);
-	n = dlock_spi_run(dlock_spi_plan(q, sql, 0, NULL), NULL, NULL, 0,
+	n = dlock_spi_run(dlock_spi_plan(plan, sql, 0, NULL), NULL, NULL, 0,
 					  SPI_OK_SELECT);
 	if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts)
 		elog(ERROR, "dlock view query returned %d columns, expected %d",
@@ -111,7 +111,9 @@ PG_FUNCTION_INFO_V1(dlock_locks_sql);
 Datum
 dlock_locks_sql(PG_FUNCTION_ARGS)
 {
-	return emit_current(fcinfo, Q_VIEW_LOCKS,
+	static SPIPlanPtr plan = NULL;
+
+	return emit_current(fcinfo, &plan,
 						"SELECT key, holder, owner::pg_catalog.regrole, token,"
 						"       acquired_at, expires_at"
 						"  FROM " DLOCK_SCHEMA ".lease"
@@ -132,7 +134,9 @@ PG_FUNCTION_INFO_V1(dlock_claims_sql);
 Datum
 dlock_claims_sql(PG_FUNCTION_ARGS)
 {
-	return emit_current(fcinfo, Q_VIEW_CLAIMS,
+	static SPIPlanPtr plan = NULL;
+
+	return emit_current(fcinfo, &plan,
 						"SELECT relid::pg_catalog.regclass, key, holder,"
 						"       owner::pg_catalog.regrole, token, claimed_at,"
 						"       expires_at, attempts"

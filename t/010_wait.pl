@@ -164,6 +164,37 @@ is( $node->safe_psql(
 		'postgres', "SELECT holder FROM dlock_locks WHERE key = 'tw:k'"),
 	'w3', 'w3 holds tw:k');
 
+# the head of a queue times out with another waiter behind it: the other
+# moves up, and gets the key at once on release (not at its next safety wake)
+my $tok_to = $node->safe_psql('postgres',
+	"SELECT dlock_acquire('tw:to', 'holder', '1 hour')");
+my ($w4, $pid4) = start_wait($node, 'tw:to', 'w4', '1 hour', '1 s');
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tw:to'")
+  or die 'w4 never queued';
+my ($w5, $pid5) = start_wait($node, 'tw:to', 'w5', '1 hour', '20 s');
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 2 FROM dlock_waiters WHERE key = 'tw:to'")
+  or die 'w5 never queued';
+is(waiters($node, 'tw:to'), 'w4:1,w5:2', 'w4 heads the queue, w5 behind it');
+my ($tok4) = split /\|/, wait_result($w4);
+end_psql($w4);
+is($tok4, '', 'the head w4 timed out with nothing (NULL)');
+is(waiters($node, 'tw:to'), 'w5:1', 'after the head timed out, w5 is first in line');
+settle($node, 'tw:to');
+$rel_at = $node->safe_psql('postgres',
+	"SELECT clock_timestamp(); SELECT dlock_release('tw:to', 'holder')");
+($rel_ts, $released) = split /\n/, $rel_at;
+my ($tok5, $got5) = split /\|/, wait_result($w5);
+end_psql($w5);
+ok($tok5 > $tok_to, 'w5 got tw:to after the holder released it');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT '$got5'::timestamptz - '$rel_ts'::timestamptz < interval '500 ms'"),
+	't',
+	'w5 got tw:to less than 500 ms after the release');
+$node->safe_psql('postgres', "SELECT dlock_release('tw:to', 'w5')");
+
 # ---------------------------------------------------------------------
 # SIGKILL of a waiting backend: crash and restart
 # ---------------------------------------------------------------------

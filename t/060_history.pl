@@ -1,10 +1,10 @@
 
 # Copyright: dlock contributors
 #
-# 060_history.pl: a short run of the history checker (bench/history), and its
+# 060_history.pl: a short run of the history checker (t/history), and its
 # control run.
 #
-# bench/history/*.c is compiled with libpq into this test's temporary
+# t/history/*.c is compiled with libpq into this test's temporary
 # directory.  Then:
 #  - a ~15 s run: 6 client processes acquire, renew, validate-then-write and
 #    release 3 keys with ttls of 200-500 ms, under two roles (pairs of clients
@@ -24,7 +24,7 @@
 #    that it can fail.
 # The whole file takes about 30 s.
 #
-# The long run is a documented command (bench/history/README.md).
+# The long run is a documented command (t/history/README.md).
 
 use strict;
 use warnings;
@@ -38,7 +38,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $srcdir = File::Spec->rel2abs(dirname(__FILE__) . '/..');
-my @sources = sort(bsd_glob("$srcdir/bench/history/*.c"));
+my @sources = sort(bsd_glob("$srcdir/t/history/*.c"));
 
 my $node = PostgreSQL::Test::Cluster->new('history');
 $node->init;
@@ -63,8 +63,8 @@ if (!defined $cc || !-f "$incdir/libpq-fe.h")
 	plan skip_all => 'no C compiler or no libpq-fe.h (install gcc and libpq-dev)';
 }
 
-ok(-f "$srcdir/bench/history/main.c" && -f "$srcdir/bench/history/history.h",
-	'bench/history/main.c and history.h are there');
+ok(-f "$srcdir/t/history/main.c" && -f "$srcdir/t/history/history.h",
+	't/history/main.c and history.h are there');
 
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $bin = "$tmp/history";
@@ -75,8 +75,8 @@ my $built = IPC::Run::run(
 		'-o', $bin, @sources, "-L$libdir", '-lpq'
 	],
 	'>', \$bout, '2>', \$berr);
-ok($built, 'bench/history/*.c compile');
-is($berr, '', 'bench/history/*.c compile without warnings');
+ok($built, 't/history/*.c compile');
+is($berr, '', 't/history/*.c compile without warnings');
 if (!$built)
 {
 	diag("cannot build history: $berr");

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lease_funcs.c
+ * lease_sql.c
  *		SQL-callable entry points for lease locks.  Each one checks and
  *		unpacks its arguments and calls the plain C code in acquire.c and
  *		lease.c.

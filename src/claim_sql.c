@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * claim_funcs.c
+ * claim_sql.c
  *		SQL-callable entry points for claims.  Each checks and unpacks its
  *		arguments and calls claim.c or claim_manage.c.
  *

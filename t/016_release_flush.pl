@@ -1,0 +1,112 @@
+
+# Copyright: dlock contributors
+#
+# 016_release_flush.pl: which releases commit without waiting for their WAL
+# flush, and which do not (src/xact.c, README "Guarantees").
+#
+# A transaction that did nothing but release leases (dlock_release or
+# dlock_release_all, on its own, in autocommit mode) commits without
+# waiting for its flush: losing it in a crash only gives the lease back to
+# its releasing holder until its ttl runs out.  Every other commit that
+# contains a release waits for its flush as usual: a release in an explicit
+# transaction block, a release in the same statement as an acquire, a
+# release in a transaction that wrote anything else, COMMIT PREPARED.
+#
+# Seen from outside: right after the commit, is the WAL flushed up to where
+# it was inserted?  The WAL writer is slowed down (wal_writer_delay = 10s)
+# and nothing else writes WAL (autovacuum off), so an unflushed commit stays
+# unflushed long enough to be seen.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('flush');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'dlock'
+wal_writer_delay = '10s'
+autovacuum = off
+checkpoint_timeout = '1h'
+max_prepared_transactions = 2
+});
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION dlock');
+$node->safe_psql('postgres', 'CREATE TABLE other (n int)');
+
+# flushed(SQL): runs SQL in a session of its own, then reports from another
+# session whether all WAL inserted so far is flushed
+sub flushed
+{
+	my ($sql) = @_;
+	$node->safe_psql('postgres', $sql);
+	return $node->safe_psql('postgres',
+		'SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()');
+}
+
+sub acquire
+{
+	my ($key) = @_;
+	# an acquire on its own waits for its flush: afterwards all is flushed
+	is(flushed("SELECT dlock_acquire('$key', 'h', '1 hour')"),
+		't', "$key: the acquire is flushed");
+	return;
+}
+
+# --- releases that do not wait for their flush ---
+acquire('f:auto');
+is(flushed("SELECT dlock_release('f:auto', 'h')"),
+	'f', 'a release on its own (autocommit) commits without waiting for its flush');
+
+acquire('f:all1');
+acquire('f:all2');
+is(flushed("SELECT dlock_release_all('h')"),
+	'f', 'dlock_release_all on its own commits without waiting for its flush');
+
+# --- releases that wait ---
+acquire('f:block');
+is(flushed("BEGIN; SELECT dlock_release('f:block', 'h'); COMMIT;"),
+	't', 'a release in an explicit transaction block waits for its flush');
+
+acquire('f:stmt');
+is(flushed("SELECT dlock_release('f:stmt', 'h'), dlock_acquire('f:stmt2', 'h', '1 hour')"),
+	't', 'a release in the same statement as an acquire waits for its flush');
+
+acquire('f:wrote');
+is(flushed("WITH i AS (INSERT INTO other VALUES (1) RETURNING n)"
+	  . " SELECT dlock_release('f:wrote', 'h') FROM i"),
+	't', 'a release in a transaction that wrote something else waits for its flush');
+
+acquire('f:2pc');
+$node->safe_psql('postgres',
+	"BEGIN; SELECT dlock_release('f:2pc', 'h'); PREPARE TRANSACTION 'rel'");
+is(flushed("COMMIT PREPARED 'rel'"), 't', 'COMMIT PREPARED of a release waits for its flush');
+
+# the one kind of release that is not flushed can be lost in a crash, and
+# then the lease is back with its releasing holder and token: nobody else's
+acquire('f:lost');
+my $token = $node->safe_psql('postgres',
+	"SELECT token FROM dlock_locks WHERE key = 'f:lost'");
+is(flushed("SELECT dlock_release('f:lost', 'h')"), 'f', 'the release is not flushed yet');
+$node->stop('immediate');
+$node->start;
+is( $node->safe_psql(
+		'postgres',
+		"SELECT coalesce((SELECT holder || ' ' || token FROM dlock_locks"
+		  . " WHERE key = 'f:lost'), 'free')"),
+	"h $token",
+	'after a crash, the unflushed release is lost: the lease is back with its holder and token');
+
+# a release in a transaction block survives the crash
+acquire('f:kept');
+is(flushed("BEGIN; SELECT dlock_release('f:kept', 'h'); COMMIT;"), 't', 'flushed');
+$node->stop('immediate');
+$node->start;
+is($node->safe_psql('postgres', "SELECT count(*) FROM dlock_locks WHERE key = 'f:kept'"),
+	'0', 'after a crash, the flushed release is still there');
+
+$node->stop;
+done_testing();
