@@ -26,7 +26,7 @@ SELECT p.oid::regprocedure AS function,
   FROM pg_proc p
  WHERE p.proname IN ('dlock_claim', 'dlock_claimed', 'dlock_unclaim',
                      'dlock_renew_claims', 'dlock_reset_claims')
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT has_table_privilege('regress_dlock_cw1', 'dlock_claims', 'SELECT') AS select_claims,
        has_table_privilege('regress_dlock_cw1', 'dlock_dead_claims', 'SELECT') AS select_dead_claims;
 SELECT c.relname,
@@ -45,7 +45,7 @@ SELECT p.oid::regprocedure AS function,
   FROM pg_proc p
  WHERE p.proname IN ('dlock_claim', 'dlock_claimed', 'dlock_unclaim',
                      'dlock_renew_claims', 'dlock_reset_claims')
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 --
 -- SELECT and UPDATE on the table are both needed, on every column

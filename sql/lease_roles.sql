@@ -19,7 +19,7 @@ SELECT p.oid::regprocedure AS function,
   FROM pg_proc p
  WHERE p.proname IN ('dlock_acquire', 'dlock_release', 'dlock_renew', 'dlock_validate',
                      'dlock_release_all', 'dlock_force_release')
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT has_schema_privilege('regress_dlock_bob', 'dlock', 'USAGE') AS usage_on_dlock,
        has_schema_privilege('regress_dlock_bob', 'dlock', 'CREATE') AS create_on_dlock,
        has_table_privilege('regress_dlock_bob', 'dlock.lease',
@@ -42,7 +42,7 @@ SELECT p.oid::regprocedure AS function,
  WHERE p.proname <> 'dlock_claim';
 SELECT function, setting FROM dlock_function_config
  WHERE function::text ~ '^dlock_(acquire|release|renew|validate|release_all|force_release)\('
- ORDER BY 1::text;
+ ORDER BY function::text COLLATE "C";
 SELECT count(*) >= 6 AS found_functions,
        count(*) FILTER (WHERE setting IS NULL) AS without_search_path,
        count(*) FILTER (WHERE setting LIKE '%public%' OR setting LIKE '%$user%') AS with_public,
@@ -51,7 +51,7 @@ SELECT count(*) >= 6 AS found_functions,
 -- (lists the offenders, if any)
 SELECT function, setting FROM dlock_function_config
  WHERE setting IS NULL OR setting LIKE '%public%' OR setting NOT LIKE '%, pg\_temp'
- ORDER BY 1::text;
+ ORDER BY function::text COLLATE "C";
 DROP VIEW dlock_function_config;
 
 --

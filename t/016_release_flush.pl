@@ -36,15 +36,25 @@ max_prepared_transactions = 2
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
 $node->safe_psql('postgres', 'CREATE TABLE other (n int)');
+# no dead catalog rows left for a later connection to prune (and log) while
+# a test looks at the flush position
+$node->safe_psql('postgres', 'VACUUM');
+$node->safe_psql('postgres', 'CHECKPOINT');
 
-# flushed(SQL): runs SQL in a session of its own, then reports from another
-# session whether all WAL inserted so far is flushed
+# flushed(SQL): runs SQL in a session of its own and notes where WAL
+# insertion stood right after it; then reports from another session whether
+# WAL is flushed up to there.  Comparing against that mark, not against the
+# insert position when the second session asks, keeps WAL that the second
+# session or anyone else inserts meanwhile (a page pruned while reading the
+# catalogs at connection) out of the answer.
 sub flushed
 {
 	my ($sql) = @_;
-	$node->safe_psql('postgres', $sql);
+	my @out = split /\n/,
+	  $node->safe_psql('postgres', "$sql; SELECT pg_current_wal_insert_lsn()");
+	my $mark = $out[-1];
 	return $node->safe_psql('postgres',
-		'SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()');
+		"SELECT pg_current_wal_flush_lsn() >= '$mark'::pg_lsn");
 }
 
 sub acquire
