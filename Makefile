@@ -29,6 +29,7 @@ OBJS = \
 	src/claim_manage.o \
 	src/claim_store.o \
 	src/claim_query.o \
+	src/claim_plan.o \
 	src/claim_target.o \
 	src/claim_sql.o \
 	src/views.o

@@ -58,6 +58,21 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
 'true when no live claim and no poison mark is on the row of tbl with this primary key (the per-row check of dlock_claim)';
 
+-- Row estimates for the planner: a claim returns at most n rows, a
+-- completion at most its keys, not the 1,000 assumed of a set-returning
+-- function (with that, "UPDATE t ... FROM dlock_complete(...)" could scan t).
+CREATE FUNCTION dlock_claim_rows_support(internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'dlock_claim_rows_support'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_rows_support(internal) IS
+'planner support: the row estimates of dlock_claim and dlock_complete';
+ALTER FUNCTION dlock_claim(anyelement, text, integer, interval, text, text, integer)
+  ROWS 100 SUPPORT dlock_claim_rows_support;
+ALTER FUNCTION dlock_complete(pg_catalog.regclass, text, anyarray)
+  ROWS 100 SUPPORT dlock_claim_rows_support;
+
 -- (end of the claims section)
 
 

@@ -215,11 +215,7 @@ run() {   # run CELL CONTENDER KEY PATTERN CLIENTS ROUND
     f=$SCRIPTS/$c-$k-$p.pgb
     write_script "$f" "$c" "$k" "$p"
     j=$(( n < 2 ? n : 2 ))
-    # enable_seqscan = off for every contender: the side table starts each run
-    # empty, and a plan made for an empty table probes it with a sequential
-    # scan per candidate row (dlock's own internal lookups never scan)
-    out=$(cd "$WORK" && PGOPTIONS="-c enable_seqscan=off" dlock_as_postgres \
-            pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
+    out=$(cd "$WORK" && dlock_as_postgres pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
             -U postgres -c "$n" -j "$j" -T "$DURATION" -f "$f" postgres 2>&1) || true
     failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
     if grep -q 'aborted' <<<"$out"; then

@@ -172,7 +172,9 @@ dlock_build_install() {
     dlock_log "building in $work (as postgres)"
     local jobs
     jobs=$(nproc 2>/dev/null || echo 2)
-    if ! (cd "$work" && dlock_as_postgres make -j"$jobs" PG_CONFIG="$DLOCK_PG_CONFIG") \
+    # DLOCK_MAKE_FLAGS: extra make arguments (scripts/mutate.sh: with_llvm=no)
+    # shellcheck disable=SC2086
+    if ! (cd "$work" && dlock_as_postgres make -j"$jobs" PG_CONFIG="$DLOCK_PG_CONFIG" ${DLOCK_MAKE_FLAGS:-}) \
             >"$DLOCK_BUILD_LOG" 2>&1; then
         grep -E 'error:|warning:' "$DLOCK_BUILD_LOG" | head -n 40 >&2 || true
         tail -n 30 "$DLOCK_BUILD_LOG" >&2
@@ -187,7 +189,8 @@ dlock_build_install() {
     fi
 
     dlock_log "installing (make install, as root)"
-    if ! (cd "$work" && make install PG_CONFIG="$DLOCK_PG_CONFIG") >>"$DLOCK_BUILD_LOG" 2>&1; then
+    # shellcheck disable=SC2086
+    if ! (cd "$work" && make install PG_CONFIG="$DLOCK_PG_CONFIG" ${DLOCK_MAKE_FLAGS:-}) >>"$DLOCK_BUILD_LOG" 2>&1; then
         tail -n 30 "$DLOCK_BUILD_LOG" >&2
         dlock_err "make install failed (full log: $DLOCK_BUILD_LOG)"
         return 1

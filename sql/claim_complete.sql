@@ -275,6 +275,32 @@ SELECT key, holder FROM dlock_claims ORDER BY key;
 SELECT k AS w1_completed FROM dlock_complete('jobs', 'w1', ARRAY[2]) AS k;
 
 --
+-- the planner's row estimates: n for a claim, the number of keys for a
+-- completion (not the 1,000 of an unknown set-returning function), so that
+-- "UPDATE jobs ... FROM dlock_complete(...)" goes through jobs' primary key
+--
+CREATE FUNCTION pg_temp.plan_rows(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+  j json;
+BEGIN
+  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO j;
+  RETURN (j -> 0 -> 'Plan' ->> 'Plan Rows')::float8;
+END $$;
+SELECT pg_temp.plan_rows('SELECT * FROM dlock_claim(NULL::jobs, ''w'', 7)') AS claim_7,
+       pg_temp.plan_rows('SELECT * FROM dlock_claim(NULL::jobs, ''w'', 250, ''1 min'', ''status = 0'')') AS claim_250,
+       pg_temp.plan_rows('SELECT * FROM dlock_complete(''jobs'', ''w'', ARRAY[1, 2, 3])') AS complete_3,
+       pg_temp.plan_rows('SELECT * FROM dlock_complete(''jobs'', ''w'', ''{}''::int[])') AS complete_none;
+PREPARE claim_n(int) AS SELECT * FROM dlock_claim(NULL::jobs, 'w', $1);
+SELECT pg_temp.plan_rows('EXECUTE claim_n(5)') AS claim_param_custom;
+DEALLOCATE claim_n;
+INSERT INTO jobs SELECT g FROM generate_series(1001, 20000) g;
+ANALYZE jobs;
+EXPLAIN (COSTS OFF)
+UPDATE jobs SET status = 2
+  FROM dlock_complete('jobs', 'w', ARRAY[1001, 1002]) AS done(id)
+ WHERE jobs.id = done.id;
+
+--
 -- nothing left behind; the extension stays installed at the default version
 --
 DROP TABLE jobs;

@@ -89,6 +89,25 @@ SELECT array_agg(id) AS skip_h FROM dlock_claim(NULL::cr_skip, 'h', 1, '5 min', 
 SELECT dlock_reset_claims('cr_skip', ARRAY[3]::bigint[]) AS reset_3;
 SELECT array_agg(id) AS skip_h_gets_3 FROM dlock_claim(NULL::cr_skip, 'h', 1, '5 min', 'status = 0');
 
+-- text and uuid keys step over a held stretch the same way
+CREATE TABLE cr_text (id text PRIMARY KEY);
+INSERT INTO cr_text SELECT 'k' || lpad(g::text, 5, '0') FROM generate_series(1, 1300) g;
+SELECT count(*) AS text_a FROM dlock_claim(NULL::cr_text, 'a', 1000, '5 min');
+SELECT count(*) AS text_a FROM dlock_claim(NULL::cr_text, 'a', 200, '5 min');
+SELECT array_agg(id) AS text_b FROM dlock_claim(NULL::cr_text, 'b', 2, '5 min');
+SELECT array_agg(id) AS text_b_steps FROM dlock_claim(NULL::cr_text, 'b', 2, '5 min');
+SELECT dlock_unclaim('cr_text', 'a', ARRAY['k00042']) AS a_gave_back_k00042;
+SELECT array_agg(id) AS text_c_gets_k00042 FROM dlock_claim(NULL::cr_text, 'c', 1, '5 min');
+SELECT array_agg(id) AS text_d_desc FROM dlock_claim(NULL::cr_text, 'd', 2, '5 min', NULL, 'id DESC');
+CREATE TABLE cr_uuid (id uuid PRIMARY KEY);
+INSERT INTO cr_uuid SELECT ('00000000-0000-0000-0000-' || lpad(g::text, 12, '0'))::uuid
+  FROM generate_series(1, 1100) g;
+SELECT count(*) AS uuid_a FROM dlock_claim(NULL::cr_uuid, 'a', 1000, '5 min');
+SELECT array_agg(id) AS uuid_b FROM dlock_claim(NULL::cr_uuid, 'b', 1, '5 min');
+SELECT array_agg(id) AS uuid_b_steps FROM dlock_claim(NULL::cr_uuid, 'b', 1, '5 min');
+SELECT count(*) AS claims, count(DISTINCT key) AS distinct_keys
+  FROM dlock_claims WHERE table_name IN ('cr_text'::regclass, 'cr_uuid'::regclass);
+
 -- smallint and integer keys, and the extremes of bigint
 CREATE TABLE cr_small (id smallint PRIMARY KEY);
 INSERT INTO cr_small SELECT g FROM generate_series(-32768, -32700) g;
@@ -115,5 +134,6 @@ SELECT sum(dlock_release_all(h)) AS released
   FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']) h;
 SELECT count(*) AS claims_left FROM dlock_claims
  WHERE table_name IN ('cr_jobs'::regclass, 'cr_skip'::regclass, 'cr_small'::regclass,
-                     'cr_int'::regclass, 'cr_big'::regclass, 'cr_roll'::regclass);
-DROP TABLE cr_jobs, cr_skip, cr_small, cr_int, cr_big, cr_roll;
+                     'cr_int'::regclass, 'cr_big'::regclass, 'cr_roll'::regclass,
+                     'cr_text'::regclass, 'cr_uuid'::regclass);
+DROP TABLE cr_jobs, cr_skip, cr_small, cr_int, cr_big, cr_roll, cr_text, cr_uuid;

@@ -12,13 +12,26 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
 
-static void
-check_not_null(FunctionCallInfo fcinfo, int argno, const char *what)
+/*
+ * fn (its name, for the message) writes: not on a standby, not in a
+ * read-only transaction
+ */
+void
+dlock_arg_writes_allowed(const char *fn)
+{
+	PreventCommandDuringRecovery(fn);
+	PreventCommandIfReadOnly(fn);
+}
+
+/* what: the argument's name in the message */
+void
+dlock_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
@@ -34,7 +47,7 @@ check_name_arg(FunctionCallInfo fcinfo, int argno, const char *what,
 	text	   *t;
 	int			len;
 
-	check_not_null(fcinfo, argno, what);
+	dlock_arg_not_null(fcinfo, argno, what);
 	t = PG_GETARG_TEXT_PP(argno);
 	len = VARSIZE_ANY_EXHDR(t);
 	if (len == 0)
@@ -91,7 +104,7 @@ dlock_arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_ok)
 
 	if (null_ok && PG_ARGISNULL(argno))
 		return -1;
-	check_not_null(fcinfo, argno, "ttl");
+	dlock_arg_not_null(fcinfo, argno, "ttl");
 	us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(argno));
 	if (us <= 0)
 		ereport(ERROR,
@@ -110,7 +123,7 @@ dlock_arg_wait(FunctionCallInfo fcinfo, int argno)
 {
 	int64		us;
 
-	check_not_null(fcinfo, argno, "wait");
+	dlock_arg_not_null(fcinfo, argno, "wait");
 	us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(argno));
 	if (us < 0)
 		ereport(ERROR,
@@ -134,7 +147,7 @@ dlock_arg_token(FunctionCallInfo fcinfo, int argno, bool null_ok, int64 *token)
 	{
 		if (null_ok)
 			return false;
-		check_not_null(fcinfo, argno, "token");
+		dlock_arg_not_null(fcinfo, argno, "token");
 	}
 	*token = PG_GETARG_INT64(argno);
 	return true;

@@ -54,7 +54,6 @@
 #include "claim.h"
 #include "shmem.h"
 
-#define EQ " OPERATOR(pg_catalog.=) "
 
 /* kept plans of the queries below (dlock_spi_plan) */
 static SPIPlanPtr plan_claim_poison = NULL;
@@ -366,9 +365,14 @@ dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
 	t = a ? a->target : dlock_claim_target_for_rel(claim_relid);
 	if (a == NULL)
 		dlock_claim_check_access(t, "dlock_claim_unheld()");
-	io = dlock_claim_io_begin(t, type);
-	key = dlock_claim_key_text(t, value, type);
-	dlock_claim_io_end(io);
+	if (a != NULL && !t->io_needs_pin)
+		key = dlock_claim_key_text(t, value, type);	/* the hot path */
+	else
+	{
+		io = dlock_claim_io_begin(t, type);
+		key = dlock_claim_key_text(t, value, type);
+		dlock_claim_io_end(io);
+	}
 	if (a != NULL)
 	{
 		held = dlock_claim_probe_held(a->probe, key, &settled_until);

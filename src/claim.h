@@ -9,6 +9,7 @@
 #define DLOCK_CLAIM_H
 
 #include "access/attnum.h"
+#include "fmgr.h"
 #include "access/tupdesc.h"
 #include "utils/tuplestore.h"
 
@@ -38,6 +39,7 @@ typedef struct ClaimTarget
 	int16		pk_typlen;
 	bool		pk_byval;
 	Oid			pk_out_fn;
+	FmgrInfo	pk_out_finfo;	/* pk_out_fn, looked up once */
 	Oid			pk_in_fn;
 	Oid			pk_ioparam;
 	bool		io_needs_pin;	/* its text form depends on settings */
@@ -71,6 +73,12 @@ typedef struct ClaimRequest
 /* claim_query.c */
 extern void dlock_check_filter(const char *filter);
 extern void dlock_check_order_by(const char *order_by);
+extern char *dlock_claim_query_sql(const ClaimRequest *req, int bound_dir);
+extern int	dlock_claim_query_step(const ClaimRequest *req);
+extern void dlock_claim_query_rethrow(MemoryContext cxt,
+									  const ClaimRequest *req);
+
+/* claim_plan.c */
 typedef struct ClaimPlan ClaimPlan;
 
 extern ClaimPlan *dlock_claim_plan(const ClaimRequest *req);
@@ -83,8 +91,6 @@ extern void dlock_claim_plan_learn(ClaimPlan *cp, bool bounded,
 								   uint64 returns, Datum last,
 								   TimestampTz until);
 extern void dlock_claim_plan_done(ClaimPlan *cp);
-extern void dlock_claim_query_rethrow(MemoryContext cxt,
-									  const ClaimRequest *req);
 
 /* claim_store.c */
 typedef struct DlockClaimProbe DlockClaimProbe;

@@ -29,7 +29,6 @@
 #include "shmem.h"
 #include "store.h"
 
-#define EQ " OPERATOR(pg_catalog.=) "
 
 /* kept plans of the queries below (dlock_spi_plan) */
 static SPIPlanPtr plan_claim_delete_idle = NULL;

@@ -13,21 +13,14 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/supportnodes.h"
 #include "parser/parse_func.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
 #include "claim.h"
-
-static void
-require_arg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-}
 
 /*
  * The table argument.  fn, when given, is a function of the table's claim
@@ -39,7 +32,7 @@ arg_table(FunctionCallInfo fcinfo, int argno, const char *fn)
 {
 	const ClaimTarget *t;
 
-	require_arg(fcinfo, argno, "table");
+	dlock_arg_not_null(fcinfo, argno, "table");
 	t = dlock_claim_target_for_rel(PG_GETARG_OID(argno));
 	if (fn)
 		dlock_claim_check_access(t, fn);
@@ -98,7 +91,7 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n,
 	text	  **keys;
 	int			io;
 
-	require_arg(fcinfo, argno, "keys");
+	dlock_arg_not_null(fcinfo, argno, "keys");
 	arr = PG_GETARG_ARRAYTYPE_P(argno);
 	elemtype = ARR_ELEMTYPE(arr);
 	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
@@ -143,7 +136,7 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 	req.target = dlock_claim_target_for_type(rowtype);
 	dlock_claim_check_access(req.target, "dlock_claim()");
 	req.holder = dlock_arg_holder(fcinfo, 1);
-	require_arg(fcinfo, 2, "n");
+	dlock_arg_not_null(fcinfo, 2, "n");
 	req.n = PG_GETARG_INT32(2);
 	if (req.n < 1 || req.n > DLOCK_MAX_CLAIM_BATCH)
 		ereport(ERROR,
@@ -167,8 +160,7 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 		dlock_check_filter(req.filter);
 	if (req.order_by)
 		dlock_check_order_by(req.order_by);
-	PreventCommandDuringRecovery("dlock_claim()");
-	PreventCommandIfReadOnly("dlock_claim()");
+	dlock_arg_writes_allowed("dlock_claim()");
 
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_claim_rows(&req, rsinfo->setResult, rsinfo->setDesc);
@@ -188,8 +180,8 @@ PG_FUNCTION_INFO_V1(dlock_claim_unheld_sql);
 Datum
 dlock_claim_unheld_sql(PG_FUNCTION_ARGS)
 {
-	require_arg(fcinfo, 0, "table");
-	require_arg(fcinfo, 1, "key");
+	dlock_arg_not_null(fcinfo, 0, "table");
+	dlock_arg_not_null(fcinfo, 1, "key");
 	PG_RETURN_BOOL(!dlock_claim_row_held(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
 										 get_fn_expr_argtype(fcinfo->flinfo, 1)));
 }
@@ -212,15 +204,14 @@ dlock_claimed_sql(PG_FUNCTION_ARGS)
 	Oid			keytype;
 	int			io;
 
-	require_arg(fcinfo, 1, "key");
+	dlock_arg_not_null(fcinfo, 1, "key");
 	keytype = get_fn_expr_argtype(fcinfo->flinfo, 1);
 	io = dlock_claim_io_begin(t, keytype);
 	key = dlock_claim_key_text(t, PG_GETARG_DATUM(1), keytype);
 	dlock_claim_io_end(io);
 	holder = dlock_arg_holder(fcinfo, 2);
 	/* a standby cannot hold off a takeover on the primary: no fence there */
-	PreventCommandDuringRecovery("dlock_claimed()");
-	PreventCommandIfReadOnly("dlock_claimed()");
+	dlock_arg_writes_allowed("dlock_claimed()");
 	PG_RETURN_BOOL(dlock_claim_check(t, key, holder));
 }
 
@@ -242,8 +233,7 @@ dlock_unclaim_sql(PG_FUNCTION_ARGS)
 
 	if (PG_NARGS() > 2)
 		keys = arg_keys(fcinfo, 2, t, &nkeys, NULL);
-	PreventCommandDuringRecovery("dlock_unclaim()");
-	PreventCommandIfReadOnly("dlock_unclaim()");
+	dlock_arg_writes_allowed("dlock_unclaim()");
 	PG_RETURN_INT64(dlock_claim_unclaim(t, holder, keys, nkeys));
 }
 
@@ -280,8 +270,7 @@ dlock_complete_sql(PG_FUNCTION_ARGS)
 				 errmsg("dlock_complete() takes at most %d keys", DLOCK_MAX_CLAIM_BATCH),
 				 errdetail("%d keys were given.", nkeys),
 				 errhint("Complete the rows in batches, or give claims back without a fence with dlock_unclaim().")));
-	PreventCommandDuringRecovery("dlock_complete()");
-	PreventCommandIfReadOnly("dlock_complete()");
+	dlock_arg_writes_allowed("dlock_complete()");
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	sorted = palloc(sizeof(text *) * Max(nkeys, 1));
@@ -321,8 +310,7 @@ dlock_renew_claims_sql(PG_FUNCTION_ARGS)
 	text	   *holder = dlock_arg_holder(fcinfo, 1);
 	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, true);
 
-	PreventCommandDuringRecovery("dlock_renew_claims()");
-	PreventCommandIfReadOnly("dlock_renew_claims()");
+	dlock_arg_writes_allowed("dlock_renew_claims()");
 	PG_RETURN_INT64(dlock_claim_renew(t, holder, ttl_us));
 }
 
@@ -341,7 +329,53 @@ dlock_reset_claims_sql(PG_FUNCTION_ARGS)
 	int			nkeys;
 	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys, NULL);
 
-	PreventCommandDuringRecovery("dlock_reset_claims()");
-	PreventCommandIfReadOnly("dlock_reset_claims()");
+	dlock_arg_writes_allowed("dlock_reset_claims()");
 	PG_RETURN_INT64(dlock_claim_reset(t, keys, nkeys));
+}
+
+/*
+ * dlock_claim_rows_support(internal) RETURNS internal
+ *
+ * Planner support for dlock_claim and dlock_complete: how many rows a call
+ * returns.  With constant arguments that is known (at most n for
+ * dlock_claim; at most the number of keys for dlock_complete), so that the
+ * usual "UPDATE t ... FROM dlock_complete(...) AS d(id) WHERE t.id = d.id"
+ * joins through t's primary key instead of scanning t for the 1,000 rows
+ * a set-returning function is otherwise assumed to return.  Otherwise the
+ * functions' ROWS estimate (100) stands.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_rows_support);
+Datum
+dlock_claim_rows_support(PG_FUNCTION_ARGS)
+{
+	Node	   *rawreq = (Node *) PG_GETARG_POINTER(0);
+	SupportRequestRows *req;
+	FuncExpr   *fe;
+	char	   *name;
+	Node	   *arg;
+
+	if (!IsA(rawreq, SupportRequestRows))
+		PG_RETURN_POINTER(NULL);
+	req = (SupportRequestRows *) rawreq;
+	if (!is_funcclause(req->node))
+		PG_RETURN_POINTER(NULL);
+	fe = (FuncExpr *) req->node;
+	if (list_length(fe->args) < 3)
+		PG_RETURN_POINTER(NULL);
+	name = get_func_name(fe->funcid);
+	arg = (Node *) lthird(fe->args);
+	if (name == NULL || !IsA(arg, Const) || ((Const *) arg)->constisnull)
+		PG_RETURN_POINTER(NULL);
+
+	if (strcmp(name, "dlock_claim") == 0 && ((Const *) arg)->consttype == INT4OID)
+		req->rows = Max(1, DatumGetInt32(((Const *) arg)->constvalue));
+	else if (strcmp(name, "dlock_complete") == 0)
+	{
+		ArrayType  *keys = DatumGetArrayTypeP(((Const *) arg)->constvalue);
+
+		req->rows = Max(1, ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)));
+	}
+	else
+		PG_RETURN_POINTER(NULL);
+	PG_RETURN_POINTER(req);
 }

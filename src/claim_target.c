@@ -268,6 +268,7 @@ build_target(Oid relid)
 	get_typlenbyval(t->pk_type, &t->pk_typlen, &t->pk_byval);
 	t->io_needs_pin = !io_is_stable(t->pk_type);
 	getTypeOutputInfo(t->pk_type, &t->pk_out_fn, &isvarlena);
+	fmgr_info_cxt(t->pk_out_fn, &t->pk_out_finfo, CacheMemoryContext);
 	getTypeInputInfo(t->pk_type, &t->pk_in_fn, &t->pk_ioparam);
 	MemoryContextSwitchTo(old);
 
@@ -367,7 +368,8 @@ dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type)
 		s = OidOutputFunctionCall(outfn, value);
 		value = OidInputFunctionCall(t->pk_in_fn, s, t->pk_ioparam, -1);
 	}
-	s = OidOutputFunctionCall(t->pk_out_fn, value);
+	/* an output function may cache in fn_extra, kept in CacheMemoryContext */
+	s = OutputFunctionCall((FmgrInfo *) &t->pk_out_finfo, value);
 	return cstring_to_text(s);
 }
 
@@ -382,12 +384,6 @@ dlock_claim_key_value(const ClaimTarget *t, text *key)
 DlockKeyLock
 dlock_claim_keylock(Oid relid, text *key)
 {
-	DlockKeyLock k;
-
-	k.hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
-								 VARSIZE_ANY_EXHDR(key),
-								 ((uint64) relid << 16) | DLOCK_CLASS_CLAIM);
-	k.klass = DLOCK_CLASS_CLAIM;
-	return k;
+	return dlock_key_for_row(relid, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 }
 

@@ -26,8 +26,13 @@
 
 /* Name of dlock's internal schema; every internal query names it. */
 #define DLOCK_SCHEMA			"dlock"
+/* equality in dlock's internal SQL, immune to search_path */
+#define EQ " OPERATOR(pg_catalog.=) "
 
 /* ---- args.c: argument checks shared by every entry point ---- */
+extern void dlock_arg_writes_allowed(const char *fn);
+extern void dlock_arg_not_null(FunctionCallInfo fcinfo, int argno,
+							   const char *what);
 extern text *dlock_arg_key(FunctionCallInfo fcinfo, int argno);
 extern text *dlock_arg_holder(FunctionCallInfo fcinfo, int argno);
 extern int64 dlock_arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_ok);
@@ -81,6 +86,7 @@ typedef struct DlockKeyLock
 
 extern DlockKeyLock dlock_key_for_text(DlockKeyClass klass, const char *data,
 									   int len);
+extern DlockKeyLock dlock_key_for_row(Oid relid, const char *data, int len);
 extern bool dlock_key_trylock(const DlockKeyLock *key, LOCKMODE mode);
 extern void dlock_key_lock(const DlockKeyLock *key, LOCKMODE mode);
 extern void dlock_key_unlock(const DlockKeyLock *key, LOCKMODE mode);

@@ -33,15 +33,32 @@
 
 #include "dlock.h"
 
-DlockKeyLock
-dlock_key_for_text(DlockKeyClass klass, const char *data, int len)
+/*
+ * The lock of a key: a hash of its text, seeded with its class and, for a
+ * claimed row, the table it belongs to.
+ */
+static DlockKeyLock
+key_for(DlockKeyClass klass, uint64 seed, const char *data, int len)
 {
 	DlockKeyLock k;
 
-	k.hash = hash_bytes_extended((const unsigned char *) data, len,
-								 (uint64) klass);
+	k.hash = hash_bytes_extended((const unsigned char *) data, len, seed);
 	k.klass = klass;
 	return k;
+}
+
+DlockKeyLock
+dlock_key_for_text(DlockKeyClass klass, const char *data, int len)
+{
+	return key_for(klass, (uint64) klass, data, len);
+}
+
+/* the lock of a claimed row: table relid, primary key as text */
+DlockKeyLock
+dlock_key_for_row(Oid relid, const char *data, int len)
+{
+	return key_for(DLOCK_CLASS_CLAIM, ((uint64) relid << 16) | DLOCK_CLASS_CLAIM,
+				   data, len);
 }
 
 static void

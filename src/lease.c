@@ -36,7 +36,6 @@
 #include "shmem.h"
 #include "store.h"
 
-#define EQ " OPERATOR(pg_catalog.=) "
 
 /* kept plans of the queries below (dlock_spi_plan) */
 static SPIPlanPtr plan_lease_delete_idle = NULL;

@@ -22,14 +22,6 @@
 #include "dlock.h"
 #include "shmem.h"
 
-/* writing functions are refused on a standby and in read-only transactions */
-static void
-writes_allowed(const char *fn)
-{
-	PreventCommandDuringRecovery(fn);
-	PreventCommandIfReadOnly(fn);
-}
-
 /*
  * dlock_acquire(key text, holder text, ttl interval DEFAULT '30 seconds',
  *				 wait interval DEFAULT '0') RETURNS bigint
@@ -47,7 +39,7 @@ dlock_acquire_sql(PG_FUNCTION_ARGS)
 	int64		wait_us = dlock_arg_wait(fcinfo, 3);
 	int64		token;
 
-	writes_allowed("dlock_acquire()");
+	dlock_arg_writes_allowed("dlock_acquire()");
 	if (!dlock_acquire(key, holder, ttl_us, wait_us, &token))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);
@@ -71,7 +63,7 @@ dlock_release_sql(PG_FUNCTION_ARGS)
 	bool		has_token = dlock_arg_token(fcinfo, 2, true, &token);
 	bool		ok;
 
-	writes_allowed("dlock_release()");
+	dlock_arg_writes_allowed("dlock_release()");
 	ok = dlock_lease_release(key, holder, has_token, token);
 	if (ok)
 		dlock_count(DLOCK_STAT_RELEASES, 1);
@@ -97,7 +89,7 @@ dlock_renew_sql(PG_FUNCTION_ARGS)
 	bool		has_token = dlock_arg_token(fcinfo, 3, true, &token);
 	bool		ok;
 
-	writes_allowed("dlock_renew()");
+	dlock_arg_writes_allowed("dlock_renew()");
 	ok = dlock_lease_renew(key, holder, ttl_us, has_token, token);
 	if (ok)
 		dlock_count(DLOCK_STAT_RENEWALS, 1);
@@ -121,7 +113,7 @@ dlock_validate_sql(PG_FUNCTION_ARGS)
 
 	(void) dlock_arg_token(fcinfo, 2, false, &token);
 	/* a standby cannot hold off a takeover on the primary: no fence there */
-	writes_allowed("dlock_validate()");
+	dlock_arg_writes_allowed("dlock_validate()");
 	PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));
 }
 
@@ -138,7 +130,7 @@ dlock_release_all_sql(PG_FUNCTION_ARGS)
 	text	   *holder = dlock_arg_holder(fcinfo, 0);
 	int64		n;
 
-	writes_allowed("dlock_release_all()");
+	dlock_arg_writes_allowed("dlock_release_all()");
 	n = dlock_lease_release_all(holder);
 	dlock_count(DLOCK_STAT_RELEASES, n);
 	n += dlock_claim_release_all(holder);
@@ -157,7 +149,7 @@ dlock_force_release_sql(PG_FUNCTION_ARGS)
 {
 	text	   *key = dlock_arg_key(fcinfo, 0);
 
-	writes_allowed("dlock_force_release()");
+	dlock_arg_writes_allowed("dlock_force_release()");
 	PG_RETURN_BOOL(dlock_lease_force_release(key));
 }
 
@@ -185,7 +177,7 @@ dlock_cleanup_sql(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("idle must not be negative")));
 	}
-	writes_allowed("dlock_cleanup()");
+	dlock_arg_writes_allowed("dlock_cleanup()");
 	PG_RETURN_INT64(dlock_lease_cleanup(idle_us, INT_MAX) +
 					dlock_claim_cleanup(idle_us, INT_MAX));
 }
