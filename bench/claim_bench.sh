@@ -42,7 +42,8 @@
 #
 # Rate = rows with status = 1 after the run / DURATION.  Before every run the
 # table is reset, the claims are forgotten, everything is vacuumed and a
-# CHECKPOINT is taken.  Runs are interleaved (every round runs every
+# CHECKPOINT is taken.  A short unrecorded warm-up of every contender and
+# key type comes first.  Runs are interleaved (every round runs every
 # contender of every cell back to back) and the tables show the median.
 # It never fails on a missed target: it is a benchmark, not a test.
 #
@@ -238,7 +239,21 @@ median() {   # median CELL CONTENDER CLIENTS
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
+warm() {   # warm CONTENDER KEY: a short unrecorded run (4 workers, plain)
+    local c=$1 k=$2 f=$SCRIPTS/warm-$1-$2.pgb
+    write_script "$f" "$c" "$k" plain
+    (cd "$WORK" && dlock_as_postgres pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
+        -U postgres -c 4 -j 2 -T 2 -f "$f" postgres >/dev/null 2>&1) || true
+    reset_table "$c" "$k"
+}
+
 # ---------------------------------------------------------------- runs
+# first a warm-up of every contender and key type, so that no recorded run
+# pays for a cold cache or a first plan
+echo "==> warm-up"
+for k in $KEYS; do
+    for c in dl hw it; do warm "$c" "$k"; done
+done
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "==> round $r of $ROUNDS"
     for p in $PATTERNS; do

@@ -3,7 +3,9 @@
 # 090_readme.pl: every SQL example in README.md runs as written, in order, in
 # one psql session on a fresh database with dlock installed and preloaded.
 # (Examples in other languages are not run.)  A block that fails, or a
-# README without SQL examples, fails this test.
+# README without SQL examples, fails this test.  Then the reference: every
+# function, view and dlock.* setting of the installed extension is named in
+# the README's Reference section, and every function and view has a comment.
 
 use strict;
 use warnings;
@@ -46,6 +48,35 @@ is( $node->safe_psql('readme',
 	'1,2,3,4,5,6', 'the claiming examples completed rows 1 to 6');
 is($node->safe_psql('readme', "SELECT count(*) FROM dlock_claims"),
 	'0', 'no claim is left behind');
+
+# the reference names everything the extension installs
+my ($reference) = $readme =~ /^## Reference\n(.*?)^## /ms;
+ok(defined $reference, 'README.md has a Reference section');
+$reference //= '';
+my @objects = split /\n/, $node->safe_psql(
+	'readme', q{
+	SELECT CASE WHEN d.classid = 'pg_proc'::regclass
+	            THEN (SELECT proname FROM pg_proc WHERE oid = d.objid)
+	            ELSE (SELECT relname FROM pg_class WHERE oid = d.objid) END
+	       || ' ' || coalesce(obj_description(d.objid, d.classid::regclass::name), '')
+	  FROM pg_depend d
+	 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+	   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dlock')
+	   AND (d.classid = 'pg_proc'::regclass
+	        OR (d.classid = 'pg_class'::regclass
+	            AND (SELECT relkind FROM pg_class WHERE oid = d.objid) = 'v'))
+	 ORDER BY 1});
+cmp_ok(scalar(@objects), '>=', 20, 'the extension has its functions and views');
+for my $o (@objects)
+{
+	my ($name, $comment) = split / /, $o, 2;
+	like($reference, qr/`\Q$name\E[(`]/, "the reference documents $name");
+	isnt($comment // '', '', "$name has a COMMENT");
+}
+my @settings = split /\n/, $node->safe_psql('readme',
+	"SELECT name FROM pg_settings WHERE name LIKE 'dlock.%' ORDER BY 1");
+cmp_ok(scalar(@settings), '>=', 3, 'dlock has settings');
+like($reference, qr/`\Q$_\E`/, "the reference documents the setting $_") for @settings;
 
 $node->stop;
 done_testing();
