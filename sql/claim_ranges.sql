@@ -59,7 +59,11 @@ COMMIT;
 SELECT array_agg(id) AS skip_c FROM dlock_claim(NULL::cr_skip, 'c', 2, '5 min', NULL, 'id');
 SELECT array_agg(id) AS skip_c FROM dlock_claim(NULL::cr_skip, 'c', 2, '5 min', NULL, 'cr_skip.id ASC');
 SELECT array_agg(id) AS skip_d FROM dlock_claim(NULL::cr_skip, 'd', 2, '5 min', NULL, 'id DESC');
--- a claim given back inside the stretch is found at once
+-- a claim given back inside the stretch is found at once, also by a claim
+-- that has learned to step over it (the first one-row claim learns, the
+-- second steps)
+SELECT array_agg(id) AS skip_e FROM dlock_claim(NULL::cr_skip, 'e', 1, '5 min');
+SELECT array_agg(id) AS skip_e_steps FROM dlock_claim(NULL::cr_skip, 'e', 1, '5 min');
 SELECT dlock_unclaim('cr_skip', 'a', ARRAY[17]::bigint[]) AS a_gave_back_17;
 SELECT array_agg(id) AS skip_e_gets_17 FROM dlock_claim(NULL::cr_skip, 'e', 1, '5 min');
 -- a stretch learned from this transaction's own claims is forgotten when
@@ -76,6 +80,8 @@ SELECT array_agg(id) AS roll_f_steps FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 
 SELECT array_agg(id) AS roll_f_steps FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
 ROLLBACK TO SAVEPOINT s;
 SELECT array_agg(id) AS roll_f_after_savepoint FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
+-- (no savepoint open below: the ROLLBACK alone must forget the stretch)
+RELEASE SAVEPOINT s;
 SELECT count(*) AS roll_f FROM dlock_claim(NULL::cr_roll, 'f', 1000, '5 min');
 SELECT count(*) AS roll_f FROM dlock_claim(NULL::cr_roll, 'f', 1000, '5 min');
 SELECT array_agg(id) AS roll_f_steps FROM dlock_claim(NULL::cr_roll, 'f', 1, '5 min');
@@ -96,6 +102,8 @@ SELECT count(*) AS text_a FROM dlock_claim(NULL::cr_text, 'a', 1000, '5 min');
 SELECT count(*) AS text_a FROM dlock_claim(NULL::cr_text, 'a', 200, '5 min');
 SELECT array_agg(id) AS text_b FROM dlock_claim(NULL::cr_text, 'b', 2, '5 min');
 SELECT array_agg(id) AS text_b_steps FROM dlock_claim(NULL::cr_text, 'b', 2, '5 min');
+SELECT array_agg(id) AS text_c FROM dlock_claim(NULL::cr_text, 'c', 1, '5 min');
+SELECT array_agg(id) AS text_c_steps FROM dlock_claim(NULL::cr_text, 'c', 1, '5 min');
 SELECT dlock_unclaim('cr_text', 'a', ARRAY['k00042']) AS a_gave_back_k00042;
 SELECT array_agg(id) AS text_c_gets_k00042 FROM dlock_claim(NULL::cr_text, 'c', 1, '5 min');
 SELECT array_agg(id) AS text_d_desc FROM dlock_claim(NULL::cr_text, 'd', 2, '5 min', NULL, 'id DESC');
