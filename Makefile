@@ -23,7 +23,6 @@ OBJS = \
 	src/xact.o \
 	src/acquire.o \
 	src/wait.o \
-	src/shmem.o \
 	src/stats.o \
 	src/claim.o \
 	src/claim_manage.o \
@@ -32,7 +31,7 @@ OBJS = \
 	src/claim_plan.o \
 	src/claim_target.o \
 	src/claim_sql.o \
-	src/views.o
+	src/views_sql.o
 
 DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"

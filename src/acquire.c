@@ -10,9 +10,13 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "shmem.h"
+#include "keylock.h"
+#include "lease.h"
+#include "stats.h"
+#include "wait.h"
 
 static DlockAcquireResult
 attempt(text *key, text *holder, int64 ttl_us, uint64 hash, bool woken,

@@ -16,6 +16,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "dlock.h"
 
 /*

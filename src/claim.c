@@ -50,14 +50,15 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "claim.h"
-#include "shmem.h"
-
-
-/* kept plans of the queries below (dlock_spi_plan) */
-static SPIPlanPtr plan_claim_poison = NULL;
-static SPIPlanPtr plan_claim_update = NULL;
+#include "claim_store.h"
+#include "keylock.h"
+#include "keys.h"
+#include "spi_access.h"
+#include "stats.h"
+#include "token.h"
 
 /* one candidate row of a claim */
 typedef struct Candidate
@@ -167,42 +168,25 @@ decide_claimable(const ClaimRequest *req, Candidate *c, int *order, int n,
 	}
 
 	if (npoison > 0)
-	{
-		Oid			ptypes[3] = {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID};
-		Datum		values[3];
-		SPIPlanPtr	plan;
-
-		values[0] = ObjectIdGetDatum(req->target->claim_relid);
-		values[1] = dlock_text_array(poison, npoison);
-		values[2] = TimestampTzGetDatum(now);
-		plan = dlock_spi_plan(&plan_claim_poison,
-							  "UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
-							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-							  "   AND poisoned_at IS NULL",
-							  3, ptypes);
-		dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
-	}
+		dlock_claim_store_poison(req->target->claim_relid, poison, npoison, now);
 }
 
-/* mark the candidates named in the first column of SPI_tuptable claimed */
+/* mark the candidates with these keys (claimed again) claimed */
 static int
-mark_claimed(Candidate *c, int *order, int n, int64 *redelivered)
+mark_claimed(Candidate *c, int *order, int n, text **keys, int *attempts,
+			 int nkeys, int64 *redelivered)
 {
 	int			claimed = 0;
 
-	for (uint64 r = 0; r < SPI_processed; r++)
+	for (int r = 0; r < nkeys; r++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		bool		isnull;
-		text	   *key = DatumGetTextPP(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
-		int			attempts = DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
-		int			i = find_candidate(c, order, n, key);
+		int			i = find_candidate(c, order, n, keys[r]);
 
 		if (i >= 0 && !c[i].claimed)
 		{
 			c[i].claimed = true;
 			claimed++;
-			if (attempts > 1)
+			if (attempts[r] > 1)
 				(*redelivered)++;
 		}
 	}
@@ -212,22 +196,18 @@ mark_claimed(Candidate *c, int *order, int n, int64 *redelivered)
 /*
  * Write the claims of the claimable candidates and mark those written.
  * Under their key locks, the lookup in decide_claimable is final: rows
- * without a claim row get a plain insert (claim_store.c; no speculative
- * insertion), rows with one an UPDATE that still writes only where the
- * claim is free or expired (and not poisoned).
+ * without a claim row get a plain insert (no speculative insertion), rows
+ * with one an update that still writes only where the claim is free or
+ * expired (and not poisoned); both in claim_store.c.
  */
 static int
 write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 			 Oid role, int64 token, TimestampTz now, int64 *redelivered)
 {
-	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
-	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[8];
 	text	  **fresh = palloc(sizeof(text *) * Max(n, 1));
 	text	  **again = palloc(sizeof(text *) * Max(n, 1));
 	int			nfresh = 0;
 	int			nagain = 0;
-	SPIPlanPtr	plan;
 	int			claimed = 0;
 
 	for (int i = 0; i < n; i++)
@@ -239,14 +219,6 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 		else
 			fresh[nfresh++] = c[i].key;
 	}
-
-	values[0] = ObjectIdGetDatum(req->target->claim_relid);
-	values[2] = PointerGetDatum(req->holder);
-	values[3] = ObjectIdGetDatum(role);
-	values[4] = Int64GetDatum(token);
-	values[5] = Int64GetDatum(req->ttl_us);
-	values[6] = TimestampTzGetDatum(now);
-	values[7] = TimestampTzGetDatum(now + req->ttl_us);
 
 	if (nfresh > 0)
 	{
@@ -265,19 +237,14 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 	}
 	if (nagain > 0)
 	{
-		values[1] = dlock_text_array(again, nagain);
-		plan = dlock_spi_plan(&plan_claim_update,
-							  "UPDATE " DLOCK_SCHEMA ".claim"
-							  "   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
-							  "       claimed_at = $7, expires_at = $8,"
-							  "       attempts = attempts OPERATOR(pg_catalog.+) 1"
-							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-							  "   AND poisoned_at IS NULL"
-							  "   AND (holder IS NULL OR expires_at OPERATOR(pg_catalog.<=) $7)"
-							  " RETURNING key, attempts",
-							  8, types);
-		dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE_RETURNING);
-		claimed += mark_claimed(c, order, n, redelivered);
+		text	  **got;
+		int		   *attempts;
+		int			ngot;
+
+		ngot = dlock_claim_store_reclaim(req->target->claim_relid, again, nagain,
+										 req->holder, role, token, req->ttl_us,
+										 now, &got, &attempts);
+		claimed += mark_claimed(c, order, n, got, attempts, ngot, redelivered);
 	}
 	return claimed;
 }

@@ -14,6 +14,7 @@
 #include "utils/tuplestore.h"
 
 #include "dlock.h"
+#include "keylock.h"
 
 #define DLOCK_MAX_CLAIM_BATCH	1000
 
@@ -91,25 +92,9 @@ extern void dlock_claim_plan_learn(ClaimPlan *cp, bool bounded,
 								   uint64 returns, Datum last,
 								   TimestampTz until);
 extern void dlock_claim_plan_done(ClaimPlan *cp);
-
-/* claim_store.c */
-typedef struct DlockClaimProbe DlockClaimProbe;
-
-extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
-extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
-								   TimestampTz *settled_until);
-extern void dlock_claim_probe_end(DlockClaimProbe *p);
-extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
-								   Oid role);
-extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
-									 bool *found, bool *live, int *attempts,
-									 bool *poisoned);
-extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
-										  text *holder, Oid role, bool *done);
-extern void dlock_claim_store_insert(Oid relid, text **keys, int n,
-									 text *holder, Oid role, int64 token,
-									 int64 ttl_us, TimestampTz now,
-									 TimestampTz expires);
+extern void dlock_claim_returns_bump(void);
+extern void dlock_claim_plan_shmem_request(void);
+extern void dlock_claim_plan_shmem_startup(void);
 
 /* claim.c */
 extern bool dlock_claim_row_held(Oid claim_relid, Datum value, Oid type);

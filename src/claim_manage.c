@@ -24,24 +24,16 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "claim.h"
-#include "shmem.h"
+#include "claim_store.h"
+#include "keylock.h"
+#include "keys.h"
+#include "spi_access.h"
+#include "stats.h"
 #include "store.h"
 
-
-/* kept plans of the queries below (dlock_spi_plan) */
-static SPIPlanPtr plan_claim_delete_idle = NULL;
-static SPIPlanPtr plan_claim_delete_keys = NULL;
-static SPIPlanPtr plan_claim_existing_keys = NULL;
-static SPIPlanPtr plan_claim_holder_all = NULL;
-static SPIPlanPtr plan_claim_holder_keys = NULL;
-static SPIPlanPtr plan_claim_holder_keys_in = NULL;
-static SPIPlanPtr plan_claim_idle_keys = NULL;
-static SPIPlanPtr plan_claim_renew = NULL;
-static SPIPlanPtr plan_claim_reset = NULL;
-
-/* columns of dlock.claim that the fence reads (dlock--0.1.sql) */
 /*
  * True when holder (and the calling role) holds an unexpired claim on the
  * row with this key; the share key lock kept to the end of the
@@ -66,42 +58,6 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
 	}
 	return ok;
-}
-
-/*
- * Keys of the holder's live claims on a table, sorted: all of them, or
- * those among keys (sorted and without duplicates).  Only these are then
- * locked, so a caller cannot lock rows it does not hold.
- */
-static text **
-holder_keys(Oid relid, text *holder, Oid role, text **among, int namong,
-			int *n)
-{
-	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
-	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
-	ObjectIdGetDatum(role), 0};
-	SPIPlanPtr	plan;
-
-	if (among == NULL)
-		plan = dlock_spi_plan(&plan_claim_holder_keys,
-							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
-							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-							  " ORDER BY key",
-							  3, types);
-	else
-	{
-		values[3] = dlock_text_array(among, namong);
-		plan = dlock_spi_plan(&plan_claim_holder_keys_in,
-							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($4)"
-							  "   AND holder" EQ "$2 AND owner" EQ "$3"
-							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-							  " ORDER BY key",
-							  4, types);
-	}
-	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	return dlock_copy_key_column(*n);
 }
 
 static void
@@ -164,36 +120,13 @@ typedef struct HolderArg
 	int64		ttl_us;
 } HolderArg;
 
-/*
- * Give back the holder's live claims on these keys (locked by the caller):
- * the claim rows stay, free, with their attempt counts (a row given back
- * after a failed attempt still counts towards max_attempts); returns how
- * many.
- */
+/* give back the holder's live claims on these keys (locked) */
 static int64
 give_back_holder_claims(Oid relid, text **keys, int n, void *arg)
 {
-	text	   *holder = ((HolderArg *) arg)->holder;
-	Oid			role = ((HolderArg *) arg)->role;
-	Oid			types[4] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
-	Datum		values[4];
-	SPIPlanPtr	plan;
+	HolderArg  *h = (HolderArg *) arg;
 
-	if (n == 0)
-		return 0;
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	values[2] = PointerGetDatum(holder);
-	values[3] = ObjectIdGetDatum(role);
-	plan = dlock_spi_plan(&plan_claim_delete_keys,
-						  "UPDATE " DLOCK_SCHEMA ".claim"
-						  "   SET holder = NULL, owner = NULL,"
-						  "       expires_at = pg_catalog.clock_timestamp()"
-						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-						  "   AND holder" EQ "$3 AND owner" EQ "$4"
-						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
-						  4, types);
-	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
+	return dlock_claim_store_give_back(relid, keys, n, h->holder, h->role);
 }
 
 /*
@@ -209,8 +142,10 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 
 	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
-	keys = holder_keys(t->claim_relid, holder, spi.caller, keys,
-					   keys ? dlock_sort_unique_keys(keys, nkeys) : 0, &nkeys);
+	/* only its own live claims' keys: a caller cannot lock others' rows */
+	keys = dlock_claim_store_holder_keys(t->claim_relid, holder, spi.caller, keys,
+										 keys ? dlock_sort_unique_keys(keys, nkeys) : 0,
+										 &nkeys);
 	arg.holder = holder;
 	arg.role = spi.caller;
 	n = write_in_chunks(t->claim_relid, keys, nkeys, ExclusiveLock,
@@ -278,31 +213,13 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 	return ndone;
 }
 
-/* extend the holder's live claims on these keys */
+/* extend the holder's live claims on these keys (locked) */
 static int64
 renew_holder_claims(Oid relid, text **keys, int n, void *arg)
 {
 	HolderArg  *h = (HolderArg *) arg;
-	Oid			types[5] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID};
-	Datum		values[5];
-	SPIPlanPtr	plan;
 
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	values[2] = PointerGetDatum(h->holder);
-	values[3] = ObjectIdGetDatum(h->role);
-	values[4] = Int64GetDatum(h->ttl_us);
-	plan = dlock_spi_plan(&plan_claim_renew,
-						  "UPDATE " DLOCK_SCHEMA ".claim"
-						  "   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END,"
-						  "       expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)"
-						  "         pg_catalog.make_interval(secs => (CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
-						  "           THEN ttl_us ELSE $5 END)::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
-						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-						  "   AND holder" EQ "$3 AND owner" EQ "$4"
-						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
-						  5, types);
-	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_UPDATE);
+	return dlock_claim_store_renew(relid, keys, n, h->holder, h->role, h->ttl_us);
 }
 
 /*
@@ -320,7 +237,8 @@ dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
 	HolderArg	arg;
 
 	dlock_spi_begin(&spi);
-	keys = holder_keys(t->claim_relid, holder, spi.caller, NULL, 0, &nkeys);
+	keys = dlock_claim_store_holder_keys(t->claim_relid, holder, spi.caller,
+										 NULL, 0, &nkeys);
 	arg.holder = holder;
 	arg.role = spi.caller;
 	arg.ttl_us = ttl_us;
@@ -330,44 +248,24 @@ dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
 	return n;
 }
 
-/* delete the claim rows of these keys, whoever holds them */
+/* delete the claim rows of these keys (locked), whoever holds them */
 static int64
 delete_claims(Oid relid, text **keys, int n, void *arg)
 {
-	Oid			types[2] = {OIDOID, TEXTARRAYOID};
-	Datum		values[2];
-	SPIPlanPtr	plan;
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	plan = dlock_spi_plan(&plan_claim_reset,
-						  "DELETE FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
-						  2, types);
-	return (int64) dlock_spi_run(plan, values, NULL, 0, SPI_OK_DELETE);
+	return dlock_claim_store_delete(relid, keys, n);
 }
 
 /* Operators: forget the claims, attempts and poison marks of these rows. */
 int64
 dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 {
-	Oid			types[2] = {OIDOID, TEXTARRAYOID};
-	Datum		values[2];
 	DlockSpi	spi;
-	SPIPlanPtr	plan;
 	int64		n;
 
 	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
 	/* only the keys that have claim rows, in order */
-	values[0] = ObjectIdGetDatum(t->claim_relid);
-	values[1] = dlock_text_array(keys, nkeys);
-	plan = dlock_spi_plan(&plan_claim_existing_keys,
-						  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE relid" EQ "$1 AND key" EQ "ANY ($2) ORDER BY key",
-						  2, types);
-	nkeys = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	keys = dlock_copy_key_column(nkeys);
+	keys = dlock_claim_store_existing_keys(t->claim_relid, keys, nkeys, &nkeys);
 	n = write_in_chunks(t->claim_relid, keys, nkeys, ExclusiveLock,
 						delete_claims, NULL);
 	dlock_spi_end(&spi);
@@ -378,10 +276,7 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 int64
 dlock_claim_release_all(text *holder)
 {
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
 	DlockSpi	spi;
-	SPIPlanPtr	plan;
 	uint64		nrows;
 	Oid		   *relids;
 	text	  **keys;
@@ -393,17 +288,7 @@ dlock_claim_release_all(text *holder)
 	dlock_spi_begin(&spi);
 	arg.holder = holder;
 	arg.role = spi.caller;
-	values[0] = PointerGetDatum(holder);
-	values[1] = ObjectIdGetDatum(spi.caller);
-	plan = dlock_spi_plan(&plan_claim_holder_all,
-						  "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
-						  " WHERE holder" EQ "$1 AND owner" EQ "$2"
-						  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-						  " ORDER BY relid, key",
-						  2, types);
-	nrows = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	keys = dlock_copy_key_column(nrows);
-	relids = dlock_copy_oid_column(nrows, 2);
+	nrows = dlock_claim_store_holder_all(holder, spi.caller, &keys, &relids);
 	/* one table at a time, keys in order */
 	for (uint64 i = 1; i <= nrows; i++)
 	{
@@ -429,39 +314,15 @@ dlock_claim_release_all(text *holder)
 int64
 dlock_claim_cleanup(int64 idle_us, int limit)
 {
-	Oid			seltypes[2] = {TIMESTAMPTZOID, INT4OID};
-	Oid			deltypes[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
-	Datum		values[3];
+	TimestampTz before = GetCurrentTimestamp() - idle_us;
 	DlockSpi	spi;
-	SPIPlanPtr	sel;
-	SPIPlanPtr	del;
 	uint64		n;
 	text	  **keys;
 	Oid		   *relids;
 	int64		deleted = 0;
 
 	dlock_spi_begin(&spi);
-	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() - idle_us);
-	values[1] = Int32GetDatum(limit);
-	sel = dlock_spi_plan(&plan_claim_idle_keys,
-						 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim c"
-						 " WHERE (expires_at OPERATOR(pg_catalog.<) $1 AND poisoned_at IS NULL)"
-						 "    OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-						 "                    WHERE r.oid" EQ "c.relid)"
-						 " LIMIT $2",
-						 2, seltypes);
-	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
-	keys = dlock_copy_key_column(n);
-	relids = dlock_copy_oid_column(n, 2);
-
-	del = dlock_spi_plan(&plan_claim_delete_idle,
-						 "DELETE FROM " DLOCK_SCHEMA ".claim c"
-						 " WHERE relid" EQ "$1 AND key" EQ "$2"
-						 "   AND ((expires_at OPERATOR(pg_catalog.<) $3 AND poisoned_at IS NULL)"
-						 "        OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-						 "                        WHERE r.oid" EQ "c.relid))",
-						 3, deltypes);
-	values[2] = values[0];
+	n = dlock_claim_store_idle(before, limit, &keys, &relids);
 	for (uint64 i = 0; i < n; i++)
 	{
 		DlockKeyLock kl = dlock_claim_keylock(relids[i], keys[i]);
@@ -469,9 +330,7 @@ dlock_claim_cleanup(int64 idle_us, int limit)
 		CHECK_FOR_INTERRUPTS();
 		if (!dlock_key_trylock(&kl, ExclusiveLock))
 			continue;
-		values[0] = ObjectIdGetDatum(relids[i]);
-		values[1] = PointerGetDatum(keys[i]);
-		if (dlock_spi_run(del, values, NULL, 0, SPI_OK_DELETE) == 0)
+		if (!dlock_claim_store_delete_idle(relids[i], keys[i], before))
 			dlock_key_unlock(&kl, ExclusiveLock);
 		else
 			deleted++;

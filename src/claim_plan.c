@@ -10,18 +10,22 @@
  * a plan a claim is running (an outer call of a nested claim) is never
  * freed.
  *
+ * The count of give-backs that end every backend's hints lives in shared
+ * memory here (none without shared_preload_libraries: then no hints).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 #include "executor/spi.h"
+#include "port/atomics.h"
+#include "storage/shmem.h"
 #include "utils/datum.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "claim.h"
-#include "shmem.h"
 
 #define MAX_CACHED_PLANS	64
 
@@ -219,6 +223,37 @@ dlock_claim_plan_steps(ClaimPlan *cp)
 	return ((UserPlan *) cp)->step_dir != 0;
 }
 
+/* give-backs of claims on rows that may still match (unclaim, reset,
+ * release_all), in shared memory: NULL without it */
+static pg_atomic_uint64 *claim_returns = NULL;
+
+/* A claim was given back: every backend's hints lapse. */
+void
+dlock_claim_returns_bump(void)
+{
+	if (claim_returns != NULL)
+		pg_atomic_fetch_add_u64(claim_returns, 1);
+}
+
+/* shmem_request_hook (dlock.c) */
+void
+dlock_claim_plan_shmem_request(void)
+{
+	RequestAddinShmemSpace(sizeof(pg_atomic_uint64));
+}
+
+/* shmem_startup_hook (dlock.c), under AddinShmemInitLock */
+void
+dlock_claim_plan_shmem_startup(void)
+{
+	bool		found;
+
+	claim_returns = ShmemInitStruct("dlock claim returns", sizeof(pg_atomic_uint64),
+									&found);
+	if (!found)
+		pg_atomic_init_u64(claim_returns, 0);
+}
+
 /*
  * The plan to run for the next query of a claim: the one with a bound
  * (*bound set, *bounded true) while a step hint holds, else the plain
@@ -231,10 +266,9 @@ dlock_claim_plan_choose(ClaimPlan *cp, const ClaimRequest *req, Datum *bound,
 						bool *bounded, uint64 *returns)
 {
 	UserPlan   *up = (UserPlan *) cp;
-	bool		have = dlock_claim_returns_read(returns);
+	bool		have = claim_returns != NULL;
 
-	if (!have)
-		*returns = PG_UINT64_MAX;
+	*returns = have ? pg_atomic_read_u64(claim_returns) : PG_UINT64_MAX;
 	*bounded = false;
 	if (!up->hint)
 		return up->plan;

@@ -20,7 +20,9 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "args.h"
 #include "claim.h"
+#include "keys.h"
 
 /*
  * The table argument.  fn, when given, is a function of the table's claim

@@ -51,6 +51,8 @@
 #include "utils/typcache.h"
 
 #include "claim.h"
+#include "compat.h"
+#include "keylock.h"
 
 static List *targets = NIL;		/* of ClaimTarget *, in CacheMemoryContext */
 static bool callback_registered = false;

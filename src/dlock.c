@@ -2,7 +2,14 @@
  *
  * dlock.c
  *		Module entry: _PG_init, dlock's settings (dlock.*) and, when the
- *		library is preloaded, its shared memory hooks.
+ *		library is preloaded, the shared memory hooks.
+ *
+ * Each part of dlock that keeps something in shared memory declares,
+ * sizes and initialises it itself (the wait queue in wait.c, the counters
+ * in stats.c, the claims' give-back count in claim_plan.c); the hooks here
+ * only ask each of them in turn.  Without preloading there is no shared
+ * memory: leases, tokens and claims work all the same, waits poll instead
+ * of being woken, and dlock_stats and dlock_waiters are empty.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,10 +17,15 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
 #include "utils/guc.h"
 
+#include "claim.h"
 #include "dlock.h"
-#include "shmem.h"
+#include "stats.h"
+#include "wait.h"
+#include "xact.h"
 
 PG_MODULE_MAGIC;
 
@@ -23,7 +35,32 @@ int			dlock_debug_queue_delay_ms = 0;
 int			dlock_idle_key_lifetime_s = 3600;
 bool		dlock_handoff_yield = true;
 
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
 void		_PG_init(void);
+
+static void
+dlock_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	dlock_wait_shmem_request();
+	dlock_stats_shmem_request();
+	dlock_claim_plan_shmem_request();
+}
+
+static void
+dlock_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	dlock_wait_shmem_startup();
+	dlock_stats_shmem_startup();
+	dlock_claim_plan_shmem_startup();
+	LWLockRelease(AddinShmemInitLock);
+}
 
 void
 _PG_init(void)
@@ -74,5 +111,10 @@ _PG_init(void)
 	dlock_xact_init();
 
 	if (process_shared_preload_libraries_in_progress)
-		dlock_shmem_init();
+	{
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = dlock_shmem_request;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = dlock_shmem_startup;
+	}
 }

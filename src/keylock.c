@@ -32,6 +32,7 @@
 #include "storage/lock.h"
 
 #include "dlock.h"
+#include "keylock.h"
 
 /*
  * The lock of a key: a hash of its text, seeded with its class and, for a

@@ -14,6 +14,7 @@
 #include "utils/array.h"
 
 #include "dlock.h"
+#include "keys.h"
 
 Datum
 dlock_text_array(text **keys, int n)

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * lease.c
- *		Lease table access: the rules for granting, extending, freeing and
- *		validating one key's lease in dlock.lease.
+ *		The lease decisions: granting, extending, freeing and validating
+ *		one key's lease, releasing a holder's leases, and cleanup.
  *
  * One row per key.  A free key keeps its row (holder NULL) so that steady
  * churn on a fixed set of keys is a chain of HOT updates: only "key" is
@@ -10,8 +10,7 @@
  * dlock.idle_key_lifetime are deleted by dlock_lease_cleanup, which
  * acquires also run now and then (see maybe_cleanup).
  *
- * The table is read and written directly through its primary key
- * (lease_store.c); only the sweeps over many rows use SQL.
+ * Every read and write of dlock.lease goes through lease_store.c.
  *
  * Protocol: every write happens under the key's heavyweight lock
  * (keylock.c), and every decision is taken on the latest committed row
@@ -24,23 +23,24 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "lease_internal.h"
-#include "shmem.h"
+#include "keylock.h"
+#include "lease.h"
+#include "lease_store.h"
+#include "spi_access.h"
+#include "stats.h"
 #include "store.h"
-
-
-/* kept plans of the queries below (dlock_spi_plan) */
-static SPIPlanPtr plan_lease_delete_idle = NULL;
-static SPIPlanPtr plan_lease_holder_keys = NULL;
-static SPIPlanPtr plan_lease_idle_keys = NULL;
+#include "token.h"
+#include "wait.h"
+#include "xact.h"
 
 /* ---- row writes (lease_store.c does the table access) ---- */
 
@@ -361,9 +361,6 @@ dlock_lease_validate(text *key, text *holder, int64 token)
 int64
 dlock_lease_release_all(text *holder)
 {
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
-	SPIPlanPtr	plan;
 	DlockSpi	spi;
 	DlockStore	s;
 	uint64		n;
@@ -372,15 +369,7 @@ dlock_lease_release_all(text *holder)
 
 	dlock_release_async_begin();
 	dlock_spi_begin(&spi);
-	values[0] = PointerGetDatum(holder);
-	values[1] = ObjectIdGetDatum(spi.caller);
-	plan = dlock_spi_plan(&plan_lease_holder_keys,
-						  "SELECT key FROM " DLOCK_SCHEMA ".lease"
-						  " WHERE holder" EQ "$1 AND owner" EQ "$2"
-						  " ORDER BY key",
-						  2, types);
-	n = dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	keys = dlock_copy_key_column(n);
+	keys = dlock_lease_store_holder_keys(holder, spi.caller, &n);
 
 	/* in key order, so that two release_all calls cannot deadlock */
 	dlock_lease_store_open(&s);
@@ -438,32 +427,15 @@ dlock_lease_force_release(text *key)
  * idle_us.  Keys another transaction is working on are skipped.  Must be
  * called between dlock_spi_begin and dlock_spi_end.
  */
-int64
-dlock_lease_cleanup_locked(int64 idle_us, int limit)
+static int64
+lease_cleanup_locked(int64 idle_us, int limit)
 {
-	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum		values[2];
-	SPIPlanPtr	sel;
-	SPIPlanPtr	del;
+	TimestampTz before = GetCurrentTimestamp() - idle_us;
 	uint64		n;
 	text	  **keys;
 	int64		deleted = 0;
 
-	values[0] = TimestampTzGetDatum(GetCurrentTimestamp() - idle_us);
-	values[1] = Int32GetDatum(limit);
-	sel = dlock_spi_plan(&plan_lease_idle_keys,
-						 "SELECT key FROM " DLOCK_SCHEMA ".lease"
-						 " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
-						 2, types);
-	n = dlock_spi_run(sel, values, NULL, 0, SPI_OK_SELECT);
-	keys = dlock_copy_key_column(n);
-
-	types[1] = TEXTOID;
-	del = dlock_spi_plan(&plan_lease_delete_idle,
-						 "DELETE FROM " DLOCK_SCHEMA ".lease"
-						 " WHERE expires_at OPERATOR(pg_catalog.<) $1"
-						 "   AND key" EQ "$2",
-						 2, types);
+	keys = dlock_lease_store_idle_keys(before, limit, &n);
 	for (uint64 i = 0; i < n; i++)
 	{
 		DlockKeyLock kl = lease_keylock(keys[i]);
@@ -471,8 +443,7 @@ dlock_lease_cleanup_locked(int64 idle_us, int limit)
 		CHECK_FOR_INTERRUPTS();
 		if (!dlock_key_trylock(&kl, ExclusiveLock))
 			continue;
-		values[1] = PointerGetDatum(keys[i]);
-		if (dlock_spi_run(del, values, NULL, 0, SPI_OK_DELETE) == 1)
+		if (dlock_lease_store_delete_idle(keys[i], before))
 		{
 			dlock_xact_note_key(&kl);
 			deleted++;
@@ -490,7 +461,7 @@ dlock_lease_cleanup(int64 idle_us, int limit)
 	int64		n;
 
 	dlock_spi_begin(&spi);
-	n = dlock_lease_cleanup_locked(idle_us, limit);
+	n = lease_cleanup_locked(idle_us, limit);
 	dlock_spi_end(&spi);
 	return n;
 }

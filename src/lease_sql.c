@@ -12,15 +12,19 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xlog.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "args.h"
 #include "claim.h"
 #include "dlock.h"
-#include "shmem.h"
+#include "lease.h"
+#include "stats.h"
 
 /*
  * dlock_acquire(key text, holder text, ttl interval DEFAULT '30 seconds',

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * lease_store.c
- *		Direct access to dlock.lease: a lookup by key through the primary
- *		key index, and the insert or update of one row, without SPI.
+ *		Every read and write of dlock.lease: a lookup by key through the
+ *		primary key index and the insert or update of one row, without SPI;
+ *		the sweeps over many rows (a holder's keys, cleanup, the
+ *		dlock_locks rows) as SQL.
  *
  * Every lease call reads one row by key and writes at most one, so these
  * go to the heap and the index directly, the way PostgreSQL's own catalog
@@ -13,8 +15,8 @@
  * made it, with its primary key as its only index, the one index kept up
  * to date here.  Reads use the latest committed state, like spi_access.c.
  *
- * The rare sweeps over many rows (release_all's list, cleanup) still run
- * as SQL through spi_access.c.
+ * The rare sweeps over many rows (release_all's list, cleanup, the view)
+ * run as SQL through spi_access.c, with plans kept next to their text.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,12 +29,17 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 
+#include "compat.h"
 #include "dlock.h"
-#include "lease_internal.h"
+#include "keys.h"
+#include "lease_store.h"
+#include "spi_access.h"
 #include "store.h"
 
 /* columns of dlock.lease, in the order dlock--0.1.sql creates them */
@@ -160,4 +167,84 @@ dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 	}
 	heap_freetuple(tup);
 	CommandCounterIncrement();
+}
+
+/* ---- sweeps over many rows, as SQL (between dlock_spi_begin and _end) ---- */
+
+/* The keys of holder's leases taken as role owner, in key order. */
+text	  **
+dlock_lease_store_holder_keys(text *holder, Oid owner, uint64 *n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		values[2];
+
+	values[0] = PointerGetDatum(holder);
+	values[1] = ObjectIdGetDatum(owner);
+	*n = dlock_spi_run(dlock_spi_plan(&plan,
+									  "SELECT key FROM " DLOCK_SCHEMA ".lease"
+									  " WHERE holder" EQ "$1 AND owner" EQ "$2"
+									  " ORDER BY key",
+									  2, types),
+					   values, NULL, 0, SPI_OK_SELECT);
+	return dlock_copy_key_column(*n);
+}
+
+/* Up to limit keys whose rows have been free or expired since before. */
+text	  **
+dlock_lease_store_idle_keys(TimestampTz before, int limit, uint64 *n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2];
+
+	values[0] = TimestampTzGetDatum(before);
+	values[1] = Int32GetDatum(limit);
+	*n = dlock_spi_run(dlock_spi_plan(&plan,
+									  "SELECT key FROM " DLOCK_SCHEMA ".lease"
+									  " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
+									  2, types),
+					   values, NULL, 0, SPI_OK_SELECT);
+	return dlock_copy_key_column(*n);
+}
+
+/*
+ * Delete key's row if it is still free or expired since before (the
+ * caller holds the key's lock); true if it was deleted.
+ */
+bool
+dlock_lease_store_delete_idle(text *key, TimestampTz before)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {TIMESTAMPTZOID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = TimestampTzGetDatum(before);
+	values[1] = PointerGetDatum(key);
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"DELETE FROM " DLOCK_SCHEMA ".lease"
+										" WHERE expires_at OPERATOR(pg_catalog.<) $1"
+										"   AND key" EQ "$2",
+										2, types),
+						 values, NULL, 0, SPI_OK_DELETE) == 1;
+}
+
+/*
+ * The unexpired leases, with the columns of the dlock_locks view, into
+ * SPI_tuptable; returns how many.  Column 3 is the owning role.
+ */
+uint64
+dlock_lease_store_read_live(void)
+{
+	static SPIPlanPtr plan = NULL;
+
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"SELECT key, holder, owner::pg_catalog.regrole, token,"
+										"       acquired_at, expires_at"
+										"  FROM " DLOCK_SCHEMA ".lease"
+										" WHERE holder IS NOT NULL"
+										"   AND expires_at OPERATOR(pg_catalog.>)"
+										" pg_catalog.clock_timestamp()",
+										0, NULL),
+						 NULL, NULL, 0, SPI_OK_SELECT);
 }

@@ -35,6 +35,7 @@
 #include "utils/syscache.h"
 
 #include "dlock.h"
+#include "spi_access.h"
 
 /* owner of dlock's internal schema */
 Oid

@@ -1,41 +1,59 @@
 /*-------------------------------------------------------------------------
  *
  * stats.c
- *		dlock_stats(): counters of what dlock did since the server started.
+ *		Counters of what dlock did since the server started, in shared
+ *		memory: one atomic per counter, no lock.
+ *
+ * Present only when dlock is in shared_preload_libraries; otherwise
+ * counting does nothing and dlock_stats() has no row.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "fmgr.h"
-#include "funcapi.h"
+#include "port/atomics.h"
+#include "storage/shmem.h"
 
-#include "shmem.h"
+#include "stats.h"
 
-/*
- * dlock_stats() RETURNS SETOF record (acquired bigint, ... see the install
- * script for the column list, in DlockCounter order)
- *
- * One row, or no row at all when dlock is not in shared_preload_libraries
- * (there is nowhere to keep server-wide counters then).
- */
-PG_FUNCTION_INFO_V1(dlock_stats);
-Datum
-dlock_stats(PG_FUNCTION_ARGS)
+static pg_atomic_uint64 *counters = NULL;
+
+/* Add n to counter c (nothing without shared memory). */
+void
+dlock_count(DlockCounter c, uint64 n)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[DLOCK_NUM_COUNTERS];
-	bool		nulls[DLOCK_NUM_COUNTERS] = {0};
+	if (counters != NULL)
+		pg_atomic_fetch_add_u64(&counters[c], n);
+}
 
-	InitMaterializedSRF(fcinfo, 0);
-	if (dlock_shared == NULL)
-		PG_RETURN_VOID();
-	if (rsinfo->setDesc->natts != DLOCK_NUM_COUNTERS)
-		elog(ERROR, "dlock_stats: expected %d columns, got %d",
-			 DLOCK_NUM_COUNTERS, rsinfo->setDesc->natts);
+/* Read every counter into values[DLOCK_NUM_COUNTERS]; false without them. */
+bool
+dlock_stats_read(uint64 *values)
+{
+	if (counters == NULL)
+		return false;
 	for (int i = 0; i < DLOCK_NUM_COUNTERS; i++)
-		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&dlock_shared->counters[i]));
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	PG_RETURN_VOID();
+		values[i] = pg_atomic_read_u64(&counters[i]);
+	return true;
+}
+
+/* shmem_request_hook (dlock.c) */
+void
+dlock_stats_shmem_request(void)
+{
+	RequestAddinShmemSpace(mul_size(DLOCK_NUM_COUNTERS, sizeof(pg_atomic_uint64)));
+}
+
+/* shmem_startup_hook (dlock.c), under AddinShmemInitLock */
+void
+dlock_stats_shmem_startup(void)
+{
+	bool		found;
+
+	counters = ShmemInitStruct("dlock counters",
+							   mul_size(DLOCK_NUM_COUNTERS, sizeof(pg_atomic_uint64)),
+							   &found);
+	if (!found)
+		for (int i = 0; i < DLOCK_NUM_COUNTERS; i++)
+			pg_atomic_init_u64(&counters[i], 0);
 }

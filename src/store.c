@@ -25,6 +25,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "compat.h"
 #include "dlock.h"
 #include "store.h"
 

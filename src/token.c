@@ -47,6 +47,9 @@
 #include "utils/lsyscache.h"
 
 #include "dlock.h"
+#include "keylock.h"
+#include "spi_access.h"
+#include "token.h"
 
 /* how far below the clock a token may fall before the floor moves it up */
 #define DLOCK_TOKEN_SLACK_US	(10 * 1000)

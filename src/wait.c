@@ -37,17 +37,49 @@
 
 #include <sched.h>
 
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "dlock.h"
-#include "shmem.h"
+#include "wait.h"
+
+/* one waiting backend */
+typedef struct DlockWaitSlot
+{
+	bool		in_use;
+	int			pid;
+	int			procno;			/* pgprocno, for its latch */
+	uint64		key_hash;
+	uint64		ticket;			/* arrival order */
+	TimestampTz since;
+	Oid			dboid;
+	Oid			owner;			/* the waiting role */
+	char		key[DLOCK_MAX_KEY_BYTES + 1];
+	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
+} DlockWaitSlot;
+
+/* the queues of all keys: one slot per backend, in shared memory */
+typedef struct DlockWaitQueue
+{
+	LWLock	   *lock;			/* protects the slots and next_ticket */
+	uint64		next_ticket;
+	pg_atomic_uint32 nwaiters;	/* slots in use; read without the lock */
+	int			nslots;
+	DlockWaitSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} DlockWaitQueue;
+
+#define DLOCK_WAIT_TRANCHE "dlock"
+
+/* NULL without shared memory (dlock not preloaded): waits poll */
+static DlockWaitQueue *waitq = NULL;
 
 static int	my_slot = -1;
 static bool exit_callback_registered = false;
@@ -55,8 +87,8 @@ static bool exit_callback_registered = false;
 static void
 leave_slot_locked(void)
 {
-	dlock_shared->slots[my_slot].in_use = false;
-	pg_atomic_fetch_sub_u32(&dlock_shared->nwaiters, 1);
+	waitq->slots[my_slot].in_use = false;
+	pg_atomic_fetch_sub_u32(&waitq->nwaiters, 1);
 	my_slot = -1;
 }
 
@@ -66,12 +98,12 @@ queue_head_locked(uint64 hash)
 {
 	int			head = -1;
 
-	for (int i = 0; i < dlock_shared->nslots; i++)
+	for (int i = 0; i < waitq->nslots; i++)
 	{
-		DlockWaitSlot *s = &dlock_shared->slots[i];
+		DlockWaitSlot *s = &waitq->slots[i];
 
 		if (s->in_use && s->key_hash == hash && s->dboid == MyDatabaseId &&
-			(head < 0 || s->ticket < dlock_shared->slots[head].ticket))
+			(head < 0 || s->ticket < waitq->slots[head].ticket))
 			head = i;
 	}
 	return head;
@@ -85,7 +117,7 @@ wake_head_locked(uint64 hash)
 	/* a waiter giving back a key lock of its own need not wake itself */
 	if (head < 0 || head == my_slot)
 		return false;
-	SetLatch(&ProcGlobal->allProcs[dlock_shared->slots[head].procno].procLatch);
+	SetLatch(&ProcGlobal->allProcs[waitq->slots[head].procno].procLatch);
 	return true;
 }
 
@@ -95,11 +127,11 @@ dlock_wait_wake_key(uint64 hash)
 {
 	bool		woke;
 
-	if (dlock_shared == NULL || pg_atomic_read_u32(&dlock_shared->nwaiters) == 0)
+	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
 		return false;
-	LWLockAcquire(dlock_shared->lock, LW_SHARED);
+	LWLockAcquire(waitq->lock, LW_SHARED);
 	woke = wake_head_locked(hash);
-	LWLockRelease(dlock_shared->lock);
+	LWLockRelease(waitq->lock);
 	return woke;
 }
 
@@ -111,18 +143,18 @@ dlock_wait_wake_key(uint64 hash)
 void
 dlock_wait_wake_all_heads(void)
 {
-	if (dlock_shared == NULL || pg_atomic_read_u32(&dlock_shared->nwaiters) == 0)
+	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
 		return;
-	LWLockAcquire(dlock_shared->lock, LW_SHARED);
-	for (int i = 0; i < dlock_shared->nslots; i++)
+	LWLockAcquire(waitq->lock, LW_SHARED);
+	for (int i = 0; i < waitq->nslots; i++)
 	{
-		DlockWaitSlot *s = &dlock_shared->slots[i];
+		DlockWaitSlot *s = &waitq->slots[i];
 
 		if (s->in_use && s->dboid == MyDatabaseId &&
 			queue_head_locked(s->key_hash) == i)
 			SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
 	}
-	LWLockRelease(dlock_shared->lock);
+	LWLockRelease(waitq->lock);
 }
 
 /*
@@ -145,11 +177,11 @@ dlock_wait_queue_blocks(uint64 hash)
 {
 	int			head;
 
-	if (dlock_shared == NULL || pg_atomic_read_u32(&dlock_shared->nwaiters) == 0)
+	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
 		return false;
-	LWLockAcquire(dlock_shared->lock, LW_SHARED);
+	LWLockAcquire(waitq->lock, LW_SHARED);
 	head = queue_head_locked(hash);
-	LWLockRelease(dlock_shared->lock);
+	LWLockRelease(waitq->lock);
 	return head >= 0 && head != my_slot;
 }
 
@@ -165,7 +197,7 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder)
 {
 	DlockWaitSlot *s = NULL;
 
-	if (dlock_shared == NULL)
+	if (waitq == NULL)
 		return;
 	Assert(my_slot < 0);
 	if (!exit_callback_registered)
@@ -174,13 +206,13 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder)
 		exit_callback_registered = true;
 	}
 
-	LWLockAcquire(dlock_shared->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < dlock_shared->nslots; i++)
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < waitq->nslots; i++)
 	{
-		if (!dlock_shared->slots[i].in_use)
+		if (!waitq->slots[i].in_use)
 		{
 			my_slot = i;
-			s = &dlock_shared->slots[i];
+			s = &waitq->slots[i];
 			break;
 		}
 	}
@@ -190,15 +222,15 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder)
 		s->pid = MyProcPid;
 		s->procno = dlock_my_procno();
 		s->key_hash = hash;
-		s->ticket = dlock_shared->next_ticket++;
+		s->ticket = waitq->next_ticket++;
 		s->since = GetCurrentTimestamp();
 		s->dboid = MyDatabaseId;
 		s->owner = GetUserId();
 		text_to_cstring_buffer(key, s->key, sizeof(s->key));
 		text_to_cstring_buffer(holder, s->holder, sizeof(s->holder));
-		pg_atomic_fetch_add_u32(&dlock_shared->nwaiters, 1);
+		pg_atomic_fetch_add_u32(&waitq->nwaiters, 1);
 	}
-	LWLockRelease(dlock_shared->lock);
+	LWLockRelease(waitq->lock);
 	/* no free slot cannot happen (one per backend); then we just poll */
 }
 
@@ -211,13 +243,13 @@ dlock_wait_leave(void)
 {
 	uint64		hash;
 
-	if (dlock_shared == NULL || my_slot < 0)
+	if (waitq == NULL || my_slot < 0)
 		return;
-	LWLockAcquire(dlock_shared->lock, LW_EXCLUSIVE);
-	hash = dlock_shared->slots[my_slot].key_hash;
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	hash = waitq->slots[my_slot].key_hash;
 	leave_slot_locked();
 	wake_head_locked(hash);
-	LWLockRelease(dlock_shared->lock);
+	LWLockRelease(waitq->lock);
 }
 
 /*
@@ -232,7 +264,7 @@ dlock_wait_sleep(int64 timeout_us)
 	long		ms;
 	int			rc = 0;
 
-	if (dlock_shared == NULL)
+	if (waitq == NULL)
 		timeout_us = Min(timeout_us, (int64) dlock_poll_interval_ms * 1000);
 	else
 		timeout_us = Min(timeout_us, (int64) dlock_safety_wake_ms * 1000);
@@ -248,51 +280,77 @@ dlock_wait_sleep(int64 timeout_us)
 }
 
 /*
- * dlock_waiters() RETURNS SETOF record
- *		(pid int, key text, holder text, waiting_since timestamptz,
- *		 queue_position int)
- *
- * Backends waiting in dlock_acquire in the current database; position 1
- * is the head of its key's queue.  A role sees only the waits of roles
- * whose privileges it has (dlock_sees_role, views.c).  Empty without
+ * The waiters of this database, copied out of the queue, with their place
+ * in their key's queue (1: the head); returns how many, and none without
  * shared memory.
  */
-PG_FUNCTION_INFO_V1(dlock_waiters);
-Datum
-dlock_waiters(PG_FUNCTION_ARGS)
+int
+dlock_wait_list(DlockWaiter **out)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			n = 0;
 
-	InitMaterializedSRF(fcinfo, 0);
-	if (dlock_shared == NULL)
-		PG_RETURN_VOID();
-
-	LWLockAcquire(dlock_shared->lock, LW_SHARED);
-	for (int i = 0; i < dlock_shared->nslots; i++)
+	*out = NULL;
+	if (waitq == NULL)
+		return 0;
+	*out = palloc(sizeof(DlockWaiter) * waitq->nslots);
+	LWLockAcquire(waitq->lock, LW_SHARED);
+	for (int i = 0; i < waitq->nslots; i++)
 	{
-		DlockWaitSlot *s = &dlock_shared->slots[i];
-		Datum		values[5];
-		bool		nulls[5] = {0};
-		int			pos = 1;
+		DlockWaitSlot *s = &waitq->slots[i];
+		DlockWaiter *w = &(*out)[n];
 
-		if (!s->in_use || s->dboid != MyDatabaseId ||
-			!dlock_sees_role(s->owner))
+		if (!s->in_use || s->dboid != MyDatabaseId)
 			continue;
-		for (int j = 0; j < dlock_shared->nslots; j++)
+		w->pid = s->pid;
+		w->owner = s->owner;
+		w->since = s->since;
+		w->position = 1;
+		for (int j = 0; j < waitq->nslots; j++)
 		{
-			DlockWaitSlot *o = &dlock_shared->slots[j];
+			DlockWaitSlot *o = &waitq->slots[j];
 
 			if (o->in_use && o->dboid == s->dboid && o->key_hash == s->key_hash &&
 				o->ticket < s->ticket)
-				pos++;
+				w->position++;
 		}
-		values[0] = Int32GetDatum(s->pid);
-		values[1] = CStringGetTextDatum(s->key);
-		values[2] = CStringGetTextDatum(s->holder);
-		values[3] = TimestampTzGetDatum(s->since);
-		values[4] = Int32GetDatum(pos);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		strlcpy(w->key, s->key, sizeof(w->key));
+		strlcpy(w->holder, s->holder, sizeof(w->holder));
+		n++;
 	}
-	LWLockRelease(dlock_shared->lock);
-	PG_RETURN_VOID();
+	LWLockRelease(waitq->lock);
+	return n;
+}
+
+/* ---- shared memory (dlock.c's hooks) ---- */
+
+static Size
+waitq_size(void)
+{
+	return add_size(offsetof(DlockWaitQueue, slots),
+					mul_size(MaxBackends, sizeof(DlockWaitSlot)));
+}
+
+/* shmem_request_hook */
+void
+dlock_wait_shmem_request(void)
+{
+	RequestAddinShmemSpace(waitq_size());
+	RequestNamedLWLockTranche(DLOCK_WAIT_TRANCHE, 1);
+}
+
+/* shmem_startup_hook, under AddinShmemInitLock */
+void
+dlock_wait_shmem_startup(void)
+{
+	bool		found;
+
+	waitq = ShmemInitStruct("dlock wait queue", waitq_size(), &found);
+	if (!found)
+	{
+		memset(waitq, 0, waitq_size());
+		waitq->lock = &(GetNamedLWLockTranche(DLOCK_WAIT_TRANCHE))->lock;
+		waitq->next_ticket = 1;
+		pg_atomic_init_u32(&waitq->nwaiters, 0);
+		waitq->nslots = MaxBackends;
+	}
 }

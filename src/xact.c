@@ -40,7 +40,9 @@
 #include "utils/resowner.h"
 
 #include "dlock.h"
-#include "lease_internal.h"
+#include "keylock.h"
+#include "wait.h"
+#include "xact.h"
 
 /* keys this transaction locked for writing: their waiters wake at its end */
 static List *touched_keys = NIL;

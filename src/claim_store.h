@@ -1,0 +1,53 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_store.h
+ *		Every read and write of dlock.claim (claim_store.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_CLAIM_STORE_H
+#define DLOCK_CLAIM_STORE_H
+
+#include "datatype/timestamp.h"
+
+typedef struct DlockClaimProbe DlockClaimProbe;
+
+extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
+extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
+								   TimestampTz *settled_until);
+extern void dlock_claim_probe_end(DlockClaimProbe *p);
+extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
+								   Oid role);
+extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
+									 bool *found, bool *live, int *attempts,
+									 bool *poisoned);
+extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
+										  text *holder, Oid role, bool *done);
+extern void dlock_claim_store_insert(Oid relid, text **keys, int n,
+									 text *holder, Oid role, int64 token,
+									 int64 ttl_us, TimestampTz now,
+									 TimestampTz expires);
+extern text **dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
+											text **among, int namong, int *n);
+extern text **dlock_claim_store_existing_keys(Oid relid, text **keys,
+											  int nkeys, int *n);
+extern uint64 dlock_claim_store_holder_all(text *holder, Oid role,
+										   text ***keys, Oid **relids);
+extern int64 dlock_claim_store_give_back(Oid relid, text **keys, int n,
+										 text *holder, Oid role);
+extern int64 dlock_claim_store_renew(Oid relid, text **keys, int n,
+									 text *holder, Oid role, int64 ttl_us);
+extern int64 dlock_claim_store_delete(Oid relid, text **keys, int n);
+extern void dlock_claim_store_poison(Oid relid, text **keys, int n,
+									 TimestampTz now);
+extern int	dlock_claim_store_reclaim(Oid relid, text **keys, int n,
+									  text *holder, Oid role, int64 token,
+									  int64 ttl_us, TimestampTz now,
+									  text ***got, int **attempts);
+extern uint64 dlock_claim_store_idle(TimestampTz before, int limit,
+									 text ***keys, Oid **relids);
+extern bool dlock_claim_store_delete_idle(Oid relid, text *key,
+										  TimestampTz before);
+extern uint64 dlock_claim_store_read_live(void);
+
+#endif							/* DLOCK_CLAIM_STORE_H */

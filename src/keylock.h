@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * keylock.h
+ *		The heavyweight locks of lease keys and claimed rows (keylock.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_KEYLOCK_H
+#define DLOCK_KEYLOCK_H
+
+#include "storage/lockdefs.h"
+
+/* lock classes; they keep leases and claims apart in the lock table */
+typedef enum DlockKeyClass
+{
+	DLOCK_CLASS_LEASE = 0x444c,	/* "DL" */
+	DLOCK_CLASS_CLAIM = 0x4443,	/* "DC" */
+	DLOCK_CLASS_TOKEN = 0x4454	/* "DT" */
+} DlockKeyClass;
+
+typedef struct DlockKeyLock
+{
+	uint64		hash;			/* 64-bit hash of the key */
+	DlockKeyClass klass;
+} DlockKeyLock;
+
+extern DlockKeyLock dlock_key_for_text(DlockKeyClass klass, const char *data,
+									   int len);
+extern DlockKeyLock dlock_key_for_row(Oid relid, const char *data, int len);
+extern bool dlock_key_trylock(const DlockKeyLock *key, LOCKMODE mode);
+extern void dlock_key_lock(const DlockKeyLock *key, LOCKMODE mode);
+extern void dlock_key_unlock(const DlockKeyLock *key, LOCKMODE mode);
+
+#endif							/* DLOCK_KEYLOCK_H */

@@ -1,0 +1,47 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *		Leases: the decisions (lease.c) and acquiring with waits (acquire.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_LEASE_H
+#define DLOCK_LEASE_H
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+
+/* Result of one acquire attempt. */
+typedef enum DlockAcquireResult
+{
+	DLOCK_ACQ_GRANTED,			/* new grant, new token */
+	DLOCK_ACQ_TAKEOVER,			/* new grant over an expired lease */
+	DLOCK_ACQ_EXTENDED,			/* same holder already held it */
+	DLOCK_ACQ_BUSY,				/* held by someone else until *expires_at */
+	DLOCK_ACQ_LOCKED,			/* another open transaction touches the key */
+	DLOCK_ACQ_QUEUED			/* free, but earlier waiters come first */
+} DlockAcquireResult;
+
+#define DLOCK_ACQ_OK(r) ((r) <= DLOCK_ACQ_EXTENDED)
+
+extern DlockAcquireResult dlock_lease_try_acquire(text *key, text *holder,
+												  int64 ttl_us,
+												  bool queue_blocks,
+												  bool woken,
+												  int64 *token,
+												  TimestampTz *expires_at);
+extern bool dlock_lease_release(text *key, text *holder, bool has_token,
+								int64 token);
+extern bool dlock_lease_renew(text *key, text *holder, int64 ttl_us,
+							  bool has_token, int64 token);
+extern bool dlock_lease_validate(text *key, text *holder, int64 token);
+extern int64 dlock_lease_release_all(text *holder);
+extern bool dlock_lease_force_release(text *key);
+extern int64 dlock_lease_cleanup(int64 idle_us, int limit);
+
+/* acquire.c: one attempt, or a wait in the key's queue */
+extern bool dlock_acquire(text *key, text *holder, int64 ttl_us,
+						  int64 wait_us, int64 *token);
+
+
+#endif							/* DLOCK_LEASE_H */

@@ -1,0 +1,45 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_store.h
+ *		Every read and write of dlock.lease (lease_store.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_LEASE_STORE_H
+#define DLOCK_LEASE_STORE_H
+
+#include "datatype/timestamp.h"
+#include "storage/itemptr.h"
+
+#include "store.h"
+
+/* What one lease row says, read at the latest committed state. */
+typedef struct DlockLease
+{
+	bool		found;			/* a row exists for the key */
+	bool		held;			/* holder is not null */
+	text	   *holder;			/* palloc'd copy, or NULL when free */
+	Oid			owner;			/* role that holds it */
+	int64		token;
+	int64		ttl_us;			/* ttl it was granted with */
+	TimestampTz acquired_at;
+	TimestampTz expires_at;
+	ItemPointerData tid;		/* the row version read */
+} DlockLease;
+
+/* dlock.lease, opened for one call (store.h) */
+extern void dlock_lease_store_open(DlockStore *s);
+extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
+extern void dlock_lease_store_write(DlockStore *s, text *key,
+									const DlockLease *v);
+extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
+											uint64 *n);
+extern text **dlock_lease_store_idle_keys(TimestampTz before, int limit,
+										  uint64 *n);
+extern bool dlock_lease_store_delete_idle(text *key, TimestampTz before);
+
+
+/* the rows of dlock_locks, into SPI_tuptable (between dlock_spi_begin/_end) */
+extern uint64 dlock_lease_store_read_live(void);
+
+#endif							/* DLOCK_LEASE_STORE_H */

@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.h
+ *		What dlock does when a transaction ends: wake the waiters of the keys
+ *		it wrote, and let a lone release commit without waiting for its
+ *		flush (xact.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_XACT_H
+#define DLOCK_XACT_H
+
+#include "keylock.h"
+
+extern void dlock_xact_note_key(const DlockKeyLock *key);
+extern void dlock_release_async_begin(void);
+extern void dlock_release_async_end(void);
+
+extern void dlock_xact_init(void);
+
+#endif							/* DLOCK_XACT_H */
