@@ -216,7 +216,12 @@ run() {   # run CELL CONTENDER KEY PATTERN CLIENTS ROUND
     f=$SCRIPTS/$c-$k-$p.pgb
     write_script "$f" "$c" "$k" "$p"
     j=$(( n < 2 ? n : 2 ))
-    out=$(cd "$WORK" && dlock_as_postgres pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
+    # enable_seqscan = off for every contender: the side table starts each run
+    # empty, and a plan made for an empty table probes it with a sequential
+    # scan per candidate row (a hand-written claim with 16 workers then takes
+    # minutes per batch); dlock's own internal lookups never scan
+    out=$(cd "$WORK" && PGOPTIONS="-c enable_seqscan=off" dlock_as_postgres \
+            pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
             -U postgres -c "$n" -j "$j" -T "$DURATION" -f "$f" postgres 2>&1) || true
     failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
     if grep -q 'aborted' <<<"$out"; then
@@ -242,7 +247,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; els
 warm() {   # warm CONTENDER KEY: a short unrecorded run (4 workers, plain)
     local c=$1 k=$2 f=$SCRIPTS/warm-$1-$2.pgb
     write_script "$f" "$c" "$k" plain
-    (cd "$WORK" && dlock_as_postgres pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
+    (cd "$WORK" && PGOPTIONS="-c enable_seqscan=off" dlock_as_postgres pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
         -U postgres -c 4 -j 2 -T 2 -f "$f" postgres >/dev/null 2>&1) || true
     reset_table "$c" "$k"
 }
