@@ -12,6 +12,7 @@
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "dlock.h"
 #include "keylock.h"
 #include "lease.h"

@@ -17,6 +17,7 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "compat.h"
 #include "dlock.h"
 
 /*

@@ -29,6 +29,14 @@
 #endif
 
 /*
+ * The varlena macros (VARSIZE_ANY_EXHDR, VARDATA_ANY, ...): PostgreSQL 16
+ * moved them from postgres.h into varatt.h.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+/*
  * simple_heap_update: PostgreSQL 16 added an output argument saying which
  * indexes need new entries.  dlock decides that itself (a HOT update needs
  * none), so the answer is not used.

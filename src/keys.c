@@ -13,6 +13,7 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 
+#include "compat.h"
 #include "dlock.h"
 #include "keys.h"
 

@@ -31,6 +31,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "dlock.h"
 #include "keylock.h"
 #include "lease.h"
