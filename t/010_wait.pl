@@ -301,6 +301,31 @@ like($stderr, qr/canceling statement due to statement timeout/,
 is($plain->safe_psql('postgres', "SELECT holder FROM dlock_locks WHERE key = 'tp:k'"),
 	'wp', 'the timed-out waiter took nothing');
 
+# claims work without shared memory too (without step hints over held rows)
+$plain->safe_psql('postgres',
+	'CREATE TABLE pj (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false);'
+	  . ' INSERT INTO pj (id) SELECT g FROM generate_series(1, 3000) g');
+is($plain->safe_psql('postgres',
+		"SELECT count(*) FROM dlock_claim(NULL::pj, 'a', 1000, '1 hour');"
+	  . " SELECT count(*) FROM dlock_claim(NULL::pj, 'a', 1000, '1 hour')"),
+	"1000\n1000", 'without preloading: a claims 2,000 rows');
+is($plain->safe_psql('postgres',
+		"SELECT string_agg(id::text, ',' ORDER BY id) FROM dlock_claim(NULL::pj, 'b', 2, '1 hour');"
+	  . " SELECT string_agg(id::text, ',' ORDER BY id) FROM dlock_claim(NULL::pj, 'b', 2, '1 hour')"),
+	"2001,2002\n2003,2004", 'without preloading: b gets the rows after the held ones');
+is($plain->safe_psql('postgres',
+		"SELECT dlock_unclaim('pj', 'a', ARRAY[5]);"
+	  . " SELECT string_agg(id::text, ',') FROM dlock_claim(NULL::pj, 'c', 1, '1 hour')"),
+	"1\n5", 'without preloading: a row given back is claimed again at once');
+is($plain->safe_psql('postgres',
+		"WITH u AS (UPDATE pj SET done = true FROM dlock_complete('pj', 'b', ARRAY[2001, 2002]) AS d(id)"
+	  . " WHERE pj.id = d.id RETURNING pj.id) SELECT count(*) FROM u;"
+	  . " SELECT dlock_renew_claims('pj', 'b');"
+	  . " SELECT dlock_release_all('a')"),
+	"2\n2\n1999", 'without preloading: complete, renew and release_all');
+is($plain->safe_psql('postgres', 'SELECT count(*) FROM dlock_stats()'),
+	'0', 'dlock_stats() still has no row');
+
 $plain->stop;
 
 done_testing();
