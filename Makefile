@@ -7,7 +7,7 @@
 # installs what is missing, starts a throwaway cluster as an unprivileged user
 # and runs all three suites.
 
-EXTENSION = dlock
+EXTENSION = dlock dlock_proxy
 MODULE_big = dlock
 OBJS = \
 	src/dlock.o \
@@ -33,7 +33,7 @@ OBJS = \
 	src/claim_sql.o \
 	src/views_sql.o
 
-DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql
+DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock_proxy--0.3.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out

@@ -58,7 +58,7 @@ DLOCK_PG_MAJOR=$(dlock__pg_major)
 DLOCK_PG_BIN=${DLOCK_PG_BIN:-/usr/lib/postgresql/$DLOCK_PG_MAJOR/bin}
 DLOCK_PG_CONFIG=$DLOCK_PG_BIN/pg_config
 DLOCK_PACKAGES=(postgresql-$DLOCK_PG_MAJOR postgresql-server-dev-$DLOCK_PG_MAJOR libipc-run-perl
-    libpq-dev make gcc pgbouncer)
+    libpq-dev make gcc pgbouncer postgresql-$DLOCK_PG_MAJOR-plproxy)
 
 case ":$PATH:" in
     "$DLOCK_PG_BIN:"*) ;;

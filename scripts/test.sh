@@ -4,7 +4,7 @@
 #   sudo bash scripts/test.sh        (or as root; CI runs it through .ci/run)
 #
 # On a fresh Debian 12 it installs what is missing (PostgreSQL 15 server and
-# dev packages, libipc-run-perl, make, gcc, pgbouncer), copies the repository to
+# dev packages, libipc-run-perl, make, gcc, pgbouncer, PL/Proxy), copies the repository to
 # a postgres-owned directory under /tmp (nothing is written into the repo),
 # builds there as postgres (any compiler warning fails the run), runs
 # `make install` as root, starts a throwaway cluster and runs
