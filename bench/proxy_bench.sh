@@ -67,6 +67,7 @@ use_servers() {   # use_servers N: the PL/Proxy server lists servers 0..N-1
         parts+=", p$i 'host=${HOSTS[$i]} port=${PORTS[$i]} dbname=postgres'"
     done
     psql -X -q -v ON_ERROR_STOP=1 -h "$PROXY_HOST" -p "$PROXY_PORT" -U postgres -d postgres <<EOF
+SET client_min_messages = warning;
 DROP SERVER IF EXISTS dlock CASCADE;
 CREATE SERVER dlock FOREIGN DATA WRAPPER plproxy OPTIONS (modular_mapping '1'$parts);
 CREATE USER MAPPING FOR PUBLIC SERVER dlock;
