@@ -86,7 +86,7 @@ int64
 dlock_interval_usecs(const Interval *iv)
 {
 	int128		us = ((int128) iv->month * DAYS_PER_MONTH + iv->day) * USECS_PER_DAY +
-		iv->time;
+	iv->time;
 
 	if (us > PG_INT64_MAX)
 		return PG_INT64_MAX;

@@ -333,7 +333,7 @@ dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
 	if (a == NULL)
 		dlock_claim_check_access(t, "dlock_claim_unheld()");
 	if (a != NULL && !t->io_needs_pin)
-		key = dlock_claim_key_text(t, value, type);	/* the hot path */
+		key = dlock_claim_key_text(t, value, type); /* the hot path */
 	else
 	{
 		io = dlock_claim_io_begin(t, type);
@@ -456,11 +456,11 @@ claim_candidates(const ClaimRequest *req, Candidate *c, int n, Oid role,
 	qsort_arg(order, n, sizeof(int), candidate_cmp, c);
 
 	/*
-	 * A row without a claim row is claimable as it is: its row lock, taken
-	 * by the claim query, keeps every other claimer away from it until this
+	 * A row without a claim row is claimable as it is: its row lock, taken by
+	 * the claim query, keeps every other claimer away from it until this
 	 * transaction ends, and only claimers write new claim rows.  A row with
-	 * one may have a holder completing, renewing or fencing it right now:
-	 * it is decided under its key lock (taken without waiting), on a second
+	 * one may have a holder completing, renewing or fencing it right now: it
+	 * is decided under its key lock (taken without waiting), on a second
 	 * look.
 	 */
 	{

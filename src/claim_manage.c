@@ -46,9 +46,9 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	bool		ok;
 
 	/*
-	 * Lock first, then one read: completions call this once per row, and
-	 * the only transactions that can make it wait (a claimer taking over
-	 * an expired claim, an unclaim) are short.
+	 * Lock first, then one read: completions call this once per row, and the
+	 * only transactions that can make it wait (a claimer taking over an
+	 * expired claim, an unclaim) are short.
 	 */
 	dlock_key_lock(&kl, ShareLock);
 	ok = dlock_claim_store_held(t->claim_relid, key, holder, GetUserId());
@@ -183,9 +183,9 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 		return 0;
 
 	/*
-	 * Lock only the keys whose claims the caller holds (read without a
-	 * lock first): a caller must not be able to hold up the claims of rows
-	 * it does not hold.  The read under the locks decides.
+	 * Lock only the keys whose claims the caller holds (read without a lock
+	 * first): a caller must not be able to hold up the claims of rows it does
+	 * not hold.  The read under the locks decides.
 	 */
 	for (int i = 0; i < nkeys; i++)
 	{

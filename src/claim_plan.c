@@ -39,9 +39,9 @@ typedef struct UserPlan
 
 	/*
 	 * Stepping over the held rows at the head of the order (claim.c): the
-	 * same query with "pk > $2" (or < for a descending order), and the
-	 * bound learned by an earlier claim, valid until hint_until and as long
-	 * as no claim has been given back since (hint_returns).
+	 * same query with "pk > $2" (or < for a descending order), and the bound
+	 * learned by an earlier claim, valid until hint_until and as long as no
+	 * claim has been given back since (hint_returns).
 	 */
 	int			step_dir;		/* 1: pk ascending, -1: descending, 0: cannot */
 	char	   *bounded_sql;
@@ -331,4 +331,3 @@ dlock_claim_plan_done(ClaimPlan *cp)
 	if (up->busy > 0)
 		up->busy--;
 }
-

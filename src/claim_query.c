@@ -190,9 +190,10 @@ dlock_claim_query_sql(const ClaimRequest *req, int bound_dir)
 	StringInfoData sql;
 
 	initStringInfo(&sql);
+
 	/*
-	 * The whole row as ROW(tbl.*)::type: a bare "tbl" would name a column
-	 * if the table has one with its own name.
+	 * The whole row as ROW(tbl.*)::type: a bare "tbl" would name a column if
+	 * the table has one with its own name.
 	 */
 	appendStringInfo(&sql, "SELECT ROW(%s.*)::%s, %s.%s FROM %s%s",
 					 t->relname, t->qualname, t->relname, t->pk_colname,
@@ -364,14 +365,13 @@ dlock_claim_query_rethrow(MemoryContext cxt, const ClaimRequest *req)
 	}
 	{
 		char	   *mine = argname ?
-			psprintf("%s of dlock_claim on table %s", argname, t->qualname) :
-			psprintf("claim query of dlock_claim on table %s (filter %s, order_by %s)",
-					 t->qualname, filter ? filter : "NULL",
-					 order_by ? order_by : "NULL");
+		psprintf("%s of dlock_claim on table %s", argname, t->qualname) :
+		psprintf("claim query of dlock_claim on table %s (filter %s, order_by %s)",
+				 t->qualname, filter ? filter : "NULL",
+				 order_by ? order_by : "NULL");
 
 		edata->context = edata->context ?
 			psprintf("%s\n%s", edata->context, mine) : mine;
 	}
 	ReThrowError(edata);
 }
-

@@ -235,10 +235,10 @@ build_target(Oid relid)
 	t->relid = relid;
 
 	/*
-	 * A row has one claim however it is reached: the rows of a partition
-	 * tree are claimed under its root, whether the call names the root, a
-	 * partition, or a partition of a partition.  (A plain inheritance
-	 * parent is read with ONLY: its children are tables of their own.)
+	 * A row has one claim however it is reached: the rows of a partition tree
+	 * are claimed under its root, whether the call names the root, a
+	 * partition, or a partition of a partition.  (A plain inheritance parent
+	 * is read with ONLY: its children are tables of their own.)
 	 */
 	t->claim_relid = rel->rd_rel->relispartition ?
 		llast_oid(get_partition_ancestors(relid)) : relid;
@@ -258,7 +258,10 @@ build_target(Oid relid)
 			 RelationGetRelationName(rel));
 	t->pk_eq_op = qualified_operator(eqop);
 	{
-		/* the default ordering's operators: a claim steps over held rows with them */
+		/*
+		 * the default ordering's operators: a claim steps over held rows with
+		 * them
+		 */
 		TypeCacheEntry *tc = lookup_type_cache(t->pk_type,
 											   TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
 
@@ -388,4 +391,3 @@ dlock_claim_keylock(Oid relid, text *key)
 {
 	return dlock_key_for_row(relid, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 }
-

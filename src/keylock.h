@@ -13,8 +13,8 @@
 /* lock classes; they keep leases and claims apart in the lock table */
 typedef enum DlockKeyClass
 {
-	DLOCK_CLASS_LEASE = 0x444c,	/* "DL" */
-	DLOCK_CLASS_CLAIM = 0x4443,	/* "DC" */
+	DLOCK_CLASS_LEASE = 0x444c, /* "DL" */
+	DLOCK_CLASS_CLAIM = 0x4443, /* "DC" */
 	DLOCK_CLASS_TOKEN = 0x4454	/* "DT" */
 } DlockKeyClass;
 

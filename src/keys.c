@@ -52,7 +52,7 @@ dlock_sort_unique_keys(text **keys, int n)
 }
 
 /* the first column of SPI_tuptable, as text keys */
-text **
+text	  **
 dlock_copy_key_column(uint64 n)
 {
 	text	  **keys = palloc(sizeof(text *) * Max(n, 1));

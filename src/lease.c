@@ -143,8 +143,8 @@ static void
 maybe_cleanup(void)
 {
 	/*
-	 * Only in a transaction of its own: the keys it deletes stay locked
-	 * until commit, which must come at once.
+	 * Only in a transaction of its own: the keys it deletes stay locked until
+	 * commit, which must come at once.
 	 */
 	if (!IsTransactionBlock() &&
 		(pg_prng_uint32(&pg_global_prng_state) & 1023) == 0)
@@ -188,10 +188,11 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 			dlock_store_close(&s);
 			return DLOCK_ACQ_BUSY;
 		}
+
 		/*
 		 * free, but waiters queue for it: they come first, also before the
-		 * holder of a lease that ran out (only a live lease of one's own
-		 * may be extended past the queue)
+		 * holder of a lease that ran out (only a live lease of one's own may
+		 * be extended past the queue)
 		 */
 		if (queue_blocks && !(lease_live(&l, GetCurrentTimestamp()) &&
 							  lease_is_ours(&l, holder, role)))

@@ -83,9 +83,8 @@ static void
 setval_as_owner(Oid seq, int64 v)
 {
 	/*
-	 * setval checks privileges, and the caller has none on dlock's
-	 * sequence.  An error restores the caller's identity through
-	 * transaction abort.
+	 * setval checks privileges, and the caller has none on dlock's sequence.
+	 * An error restores the caller's identity through transaction abort.
 	 */
 	Oid			save_user;
 	int			save_sec;
