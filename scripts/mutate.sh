@@ -43,7 +43,7 @@ no-row-check@src/claim.c@\t\theld = dlock_claim_probe_held(a->probe, key, &settl
 hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\t/* only its own@\tdlock_spi_begin(&spi);\n\t/* only its own@regress:claim_ranges
 hints-outlive-rollback@src/claim_plan.c@\t\tif (event == XACT_EVENT_ABORT)\n\t\t\tforget_hint(up);@\t\t(void) 0;@regress:claim_ranges
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
-no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles
+no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
 hints-outlive-savepoint@src/claim_plan.c@\tif (event != SUBXACT_EVENT_ABORT_SUB)\n\t\treturn;@\treturn;@regress:claim_ranges
 EOF
 )
