@@ -20,6 +20,15 @@
 #                           stays) committed with synchronous_commit = off,
 #                           as dlock's autocommit release skips its flush
 #               advisory    SELECT pg_advisory_lock(id); SELECT pg_advisory_unlock(id);
+#               update      UPDATE bench_row SET n = n + 1 WHERE id = id: one
+#                           single-row UPDATE per transaction, the rate of
+#                           flushed one-row commits (a pair needs one flushed
+#                           commit and two round trips, so this is its ceiling)
+#               redis       Redis with appendonly yes, appendfsync always, on a
+#                           Unix socket: an acquire script (SET NX PX, then INCR
+#                           of a token counter) and a compare-and-delete release
+#                           script, EVALSHA, by bench/redis_pairs.c (REDIS=0
+#                           leaves it out; redis-server is installed if missing)
 #  contended  failed acquires per second: one key is held for the whole run
 #             by a long-lived holder and every client hammers a try-acquire on it:
 #               dlock       dlock_acquire('hot', ...) -> NULL
@@ -46,6 +55,7 @@
 #   BUILD=1         build and install dlock from this checkout first (0: use
 #                   the installed one)
 #   KEEP=0          1: keep the work directory (clusters, logs, raw results)
+#   REDIS=1         0: no Redis contender in the pairs section
 #   RESULTS=FILE    also copy the raw per-run results (TSV) to FILE
 #
 # Run as root (PostgreSQL itself runs as the postgres user).
@@ -65,6 +75,7 @@ SECTIONS=${SECTIONS:-"pairs contended preload"}
 BUILD=${BUILD:-1}
 KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
+REDIS=${REDIS:-1}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "bench/lease_bench.sh must run as root (PostgreSQL runs as the postgres user)." >&2
@@ -75,9 +86,13 @@ WORK=
 # shellcheck disable=SC2034  # HOST_<name>, PORT_<name> are read through ${!var}
 HOST_main='' PORT_main='' HOST_toggle='' PORT_toggle=''
 HOLDER_PID=
+REDIS_PID=
 bench_cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    if [ -n "$REDIS_PID" ]; then
+        kill "$REDIS_PID" 2>/dev/null || true
+    fi
     if [ -n "$HOLDER_PID" ]; then
         exec 7>&- 2>/dev/null || true     # EOF: the holder's psql exits
         kill "$HOLDER_PID" 2>/dev/null || true
@@ -92,6 +107,7 @@ bench_set_traps bench_cleanup
 
 REVISION=$(bench_revision "$REPO" "$BUILD")
 
+[ "$REDIS" = 1 ] && DLOCK_PACKAGES+=(redis-server)
 dlock_ensure_packages
 if [ "$BUILD" = 1 ]; then
     dlock_build_install "$REPO"
@@ -156,6 +172,10 @@ SELECT dlock_acquire('hot', 'owner', '1 day') IS NOT NULL AS hot_acquired \gset
   \quit 3
 \endif
 INSERT INTO bench_lease VALUES ('hot', 'owner', nextval('bench_token'), clock_timestamp() + interval '1 day');
+-- the single-row UPDATE transaction (pairs section): one row per client
+-- (pgbench's client_id counts from 0)
+CREATE TABLE bench_row (id int PRIMARY KEY, n bigint NOT NULL) WITH (fillfactor = 50);
+INSERT INTO bench_row SELECT g, 0 FROM generate_series(0, 99) g;
 -- Pre-write ~256 MB of WAL and checkpoint, so that the runs recycle WAL
 -- segments instead of creating (zero-filling) new ones in the middle of a run.
 SELECT count(pg_logical_emit_message(false, 'bench', repeat('x', 1000000))) FROM generate_series(1, 256) \gset
@@ -184,6 +204,9 @@ EOF
 cat >"$WORK/sql/pairs_advisory.sql" <<'EOF'
 SELECT pg_advisory_lock(:client_id);
 SELECT pg_advisory_unlock(:client_id);
+EOF
+cat >"$WORK/sql/pairs_update.sql" <<'EOF'
+UPDATE bench_row SET n = n + 1 WHERE id = :client_id;
 EOF
 cat >"$WORK/sql/contended_dlock.sql" <<'EOF'
 SELECT dlock_acquire('hot', 'c' || :client_id, '30 s');
@@ -215,6 +238,26 @@ toggle_preload() {
     [ "$(bpsql toggle -c 'SHOW shared_preload_libraries')" = "$1" ] ||
         { echo "the toggle cluster did not restart with shared_preload_libraries = '$1'" >&2; exit 1; }
 }
+
+# Redis, as durable as it goes: every write is in the append-only file and
+# fsynced before the reply (appendfsync always), on a Unix socket like the
+# clusters'; run as the postgres user, its files in the work directory.
+if [ "$REDIS" = 1 ] && [[ " $SECTIONS " == *" pairs "* ]]; then
+    log "starting Redis (appendonly yes, appendfsync always)"
+    gcc -O2 -Wall -o "$WORK/redis_pairs" "$REPO/bench/redis_pairs.c" -lpthread
+    mkdir "$WORK/redis"
+    chown postgres "$WORK/redis"
+    REDIS_SOCKET=$WORK/redis/redis.sock
+    dlock_as_postgres redis-server --port 0 --unixsocket "$REDIS_SOCKET" --unixsocketperm 700 \
+        --appendonly yes --appendfsync always --save '' --dir "$WORK/redis" \
+        --daemonize yes --pidfile "$WORK/redis/redis.pid" --logfile "$WORK/redis/redis.log"
+    for _ in $(seq 1 100); do
+        [ -S "$REDIS_SOCKET" ] && [ -s "$WORK/redis/redis.pid" ] && break
+        sleep 0.1
+    done
+    [ -S "$REDIS_SOCKET" ] || { echo "Redis did not start (see $WORK/redis/redis.log)" >&2; exit 1; }
+    REDIS_PID=$(cat "$WORK/redis/redis.pid")
+fi
 
 # The long-lived advisory lock holder of the contended section: a psql that
 # takes the session lock and then sits IDLE (outside any transaction) reading
@@ -267,16 +310,21 @@ settle_children() { # CLUSTER MAX -> waits (up to 5 s) until the postmaster has
 
 run_one() { # SECTION VARIANT CLIENTS ROUND
     local section=$1 variant=$2 clients=$3 round=$4
-    local cluster=main jobs out tps xacts failed syncs check="" before after nkids cpu0 cpu1 cpu_us
+    local cluster=main jobs out tps xacts failed syncs check="" before after nkids cpu0 cpu1 cpu_us updates0 updates1
     if [ "$section" = preload ]; then
         cluster=toggle
         if [ "$variant" = dlock_pre ]; then toggle_preload dlock; else toggle_preload ''; fi
         # after a restart: connections, caches, plans (not recorded)
         [ "$round" = 0 ] || DURATION=1 run_one "$section" "$variant" "$clients" 0
     fi
+    if [ "$variant" = redis ]; then
+        run_redis "$section" "$clients" "$round"
+        return 0
+    fi
     local h="HOST_$cluster" p="PORT_$cluster"
     jobs=$(( clients < 2 ? clients : 2 ))
     if [ "$cluster" = main ] && [ "$variant" = dlock ]; then before=$(stats_of main); fi
+    if [ "$variant" = update ]; then updates0=$(bpsql main -c "SELECT sum(n) FROM bench_row"); fi
     bpsql "$cluster" -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
     nkids=$(settle_children "$cluster" 99999)
     cpu0=$(children_cpu_ticks "$cluster")
@@ -309,6 +357,10 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
             [ $((a1 - a0)) = 0 ] && [ $((c1 - c0)) -ge "$xacts" ] || check+=" acquired=$((a1 - a0)) contended=$((c1 - c0)) xacts=$xacts"
         fi
     fi
+    if [ "$variant" = update ]; then   # every transaction updated its row
+        updates1=$(bpsql main -c "SELECT sum(n) FROM bench_row")
+        [ $((updates1 - updates0)) = "$xacts" ] || check+=" updated=$((updates1 - updates0)) xacts=$xacts"
+    fi
     [ -n "$check" ] || check=ok
     [ "$round" = 0 ] && return 0     # warm-up run: not recorded
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$section" "$variant" "$clients" "$round" \
@@ -316,6 +368,21 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
     printf '    %-9s %-12s %2s clients  round %s: %10.1f tps  (%s WAL syncs/xact, %s us backend CPU/xact) %s\n' \
         "$section" "$variant" "$clients" "$round" "$tps" "$syncs" "$cpu_us" \
         "$([ "$check" = ok ] || echo "CHECK: $check")" >&2
+}
+
+run_redis() { # SECTION CLIENTS ROUND: the Redis pairs (no backend CPU or WAL figures)
+    local section=$1 clients=$2 round=$3 out tps xacts
+    if ! out=$(dlock_as_postgres "$WORK/redis_pairs" "$REDIS_SOCKET" "$clients" "$DURATION" 2>&1); then
+        echo "$out" >&2
+        echo "redis_pairs failed ($clients clients)" >&2
+        exit 1
+    fi
+    tps=$(awk '/^tps = /{print $3; exit}' <<<"$out")
+    xacts=$(awk '/^number of transactions actually processed:/{print $6; exit}' <<<"$out")
+    [ "$round" = 0 ] && return 0
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$section" redis "$clients" "$round" \
+        "$tps" "$xacts" - ok - >>"$RAW"
+    printf '    %-9s %-12s %2s clients  round %s: %10.1f tps\n' "$section" redis "$clients" "$round" "$tps" >&2
 }
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -328,7 +395,9 @@ done
 for section in pairs contended preload; do
     [[ " $SECTIONS " == *" $section "* ]] || continue
     case $section in
-        pairs|contended) variants="dlock hand advisory" ;;
+        pairs) variants="dlock hand advisory update"
+               [ "$REDIS" = 1 ] && variants+=" redis" ;;
+        contended) variants="dlock hand advisory" ;;
         preload) variants="dlock_pre dlock_nopre" ;;
     esac
     for clients in $CLIENTS; do
@@ -367,7 +436,9 @@ perl -e '
     <$f>;
     while (<$f>) {
         chomp; my ($s, $v, $c, $r, $t, $x, $w, $chk, $u) = split /\t/;
-        push @{$tps{$s}{$v}{$c}}, $t; push @{$sync{$s}{$v}{$c}}, $w; push @{$cpu{$s}{$v}{$c}}, $u;
+        push @{$tps{$s}{$v}{$c}}, $t;
+        push @{$sync{$s}{$v}{$c}}, $w if $w ne "-";
+        push @{$cpu{$s}{$v}{$c}}, $u if $u ne "-";
         $bad{"$s $v $c"} = $chk if $chk ne "ok";
     }
     sub med { my @a = sort { $a <=> $b } @_; return undef unless @a;
@@ -384,7 +455,7 @@ perl -e '
                  return med(@r) }
     sub prat { defined $_[0] ? sprintf("%.2fx", $_[0]) : "-" }
     my @clients = split " ", $ARGV[1];
-    my %vars = (pairs => [qw(dlock hand advisory)], contended => [qw(dlock hand advisory)],
+    my %vars = (pairs => [qw(dlock hand advisory update redis)], contended => [qw(dlock hand advisory)],
                 preload => [qw(dlock_pre dlock_nopre)]);
     my @verdicts;
     for my $s (grep { $tps{$_} } qw(pairs contended)) {
@@ -408,8 +479,27 @@ perl -e '
             }
         }
         print "WAL syncs per pgbench transaction (median): ";
-        print join("; ", map { my $c = $_; "$c cl: " . join(" ", map { $tps{$s}{$_}{$c} ? "$_ " . med(@{$sync{$s}{$_}{$c}}) : () }
+        print join("; ", map { my $c = $_; "$c cl: " . join(" ", map { $sync{$s}{$_}{$c} ? "$_ " . med(@{$sync{$s}{$_}{$c}}) : () }
                      @{$vars{$s}}) } @clients), "\n";
+        next unless $s eq "pairs" && $tps{pairs}{update};
+        # issue 12: pairs against the rate of flushed single-row commits
+        # (the durable ceiling: a pair needs one flushed commit and two
+        # round trips) and against Redis with appendfsync always
+        print "\ndlock pairs against single-row UPDATE transactions and Redis (appendfsync always)\n";
+        printf "%-8s %10s %10s %10s %14s %9s %13s %9s\n", "clients", "dlock", "update", "redis",
+            "dlock/update", "(paired)", "dlock/redis", "(paired)";
+        for my $c (@clients) {
+            my ($d, $u, $r) = map { m_of(\%tps, "pairs", $_, $c) } qw(dlock update redis);
+            next unless defined $d && defined $u;
+            my ($pu, $pr) = (paired("pairs", "dlock", "update", $c), paired("pairs", "dlock", "redis", $c));
+            printf "%-8s %10s %10s %10s %14s %9s %13s %9s\n", $c, fmt($d), fmt($u), fmt($r),
+                rat($d, $u), prat($pu), rat($d, $r), prat($pr);
+            my $goal = $c == 1 ? 0.75 : 0.85;
+            push @verdicts, sprintf("pairs     %2s clients: dlock/update = %5.2fx (paired %5.2fx), target >= %.2fx: %s",
+                $c, $d / $u, $pu, $goal, $d / $u >= $goal && $pu >= $goal ? "MET" : "NOT MET");
+            push @verdicts, sprintf("pairs     %2s clients: dlock/redis  = %5.2fx (paired %5.2fx), target >= 1.00x: %s",
+                $c, $d / $r, $pr, $d / $r >= 1 && $pr >= 1 ? "MET" : "NOT MET") if defined $r;
+        }
     }
     if ($tps{preload}) {
         print "\ndlock pairs per second with and without shared_preload_libraries (one cluster, restarted)\n";
@@ -427,7 +517,7 @@ perl -e '
                 $chg >= -5 && $pchg >= -5 ? "MET" : $chg >= -5 || $pchg >= -5 ? "MET by one of the two" : "NOT MET");
         }
     }
-    print "\nTargets (issues 2 and 4):\n";
+    print "\nTargets (issues 2, 4 and 12):\n";
     print "  $_\n" for @verdicts;
     if (%bad) { print "\nSanity-check warnings:\n"; print "  $_: $bad{$_}\n" for sort keys %bad; }
     print "\nRaw per-run tps (rounds in order):\n";
