@@ -265,3 +265,64 @@ SELECT count(DISTINCT token) = count(*) AS tokens_distinct FROM dlock_locks;
 SELECT count(*) FILTER (WHERE dlock_force_release(key)) AS force_released
   FROM (SELECT key FROM dlock_locks WHERE key LIKE 'basic:%') s;
 SELECT count(*) AS leases FROM dlock_locks;
+
+--
+-- The sweep an acquire runs now and then (about one in 1,024 that write)
+-- reads a window of the lease table at a random place, never the whole
+-- table: its cost must not grow with the number of keys.  20,000 free keys
+-- (idle at once with dlock.idle_key_lifetime = 0), then new keys, 100 to a
+-- transaction, until a sweep has deleted some; meanwhile dlock.lease was
+-- never read from end to end.
+--
+SET dlock.idle_key_lifetime = 0;
+CREATE PROCEDURE pg_temp.sweep_fill() LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..20000 LOOP
+    PERFORM dlock_acquire('sweep:old:' || i, 'h', '1 hour');
+    PERFORM dlock_release('sweep:old:' || i, 'h');
+    IF i % 100 = 0 THEN COMMIT; END IF;
+  END LOOP;
+END $$;
+CALL pg_temp.sweep_fill();
+SELECT pg_relation_size('dlock.lease') / current_setting('block_size')::int > 64 AS over_64_blocks;
+-- (the table statistics of this session's transactions add up until they
+-- are flushed: flushed now, then read at the end)
+SELECT pg_stat_force_next_flush();
+CREATE PROCEDURE pg_temp.sweep_wait() LANGUAGE plpgsql AS $$
+DECLARE
+  i int := 0;
+  deleted bigint := 0;
+  scans bigint;
+BEGIN
+  WHILE deleted = 0 AND i < 50000 LOOP
+    i := i + 1;
+    PERFORM dlock_acquire('sweep:new:' || i, 'h', '1 hour');
+    IF i % 100 = 0 THEN
+      SELECT n_tup_del INTO deleted FROM pg_stat_xact_all_tables
+       WHERE relid = 'dlock.lease'::regclass;
+      COMMIT;
+    END IF;
+  END LOOP;
+  SELECT seq_scan INTO scans FROM pg_stat_xact_all_tables
+   WHERE relid = 'dlock.lease'::regclass;
+  RAISE NOTICE 'a sweep deleted idle keys: %; whole-table scans: %', deleted > 0, scans;
+END $$;
+CALL pg_temp.sweep_wait();
+RESET dlock.idle_key_lifetime;
+SELECT dlock_release_all('h') > 0 AS released_new_keys;
+-- dlock_cleanup deletes at most 1,000 lease rows a call (each deleted key
+-- stays locked until commit, and the lock table is shared): called until
+-- it returns 0, never an "out of shared memory"
+SELECT dlock_cleanup('0') BETWEEN 1000 AND 2000 AS first_call_capped;
+CREATE PROCEDURE pg_temp.cleanup_all() LANGUAGE plpgsql AS $$
+DECLARE
+  calls int := 1;
+BEGIN
+  WHILE dlock_cleanup('0') > 0 LOOP
+    calls := calls + 1;
+    COMMIT;
+  END LOOP;
+  RAISE NOTICE 'calls: over 15: %', calls > 15;
+END $$;
+CALL pg_temp.cleanup_all();
+SELECT count(*) AS sweep_rows_left FROM dlock.lease WHERE key LIKE 'sweep:%';

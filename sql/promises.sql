@@ -58,6 +58,15 @@ SELECT pg_sleep(0.01);
 SELECT count(*) AS poisons_1250 FROM dlock_claim(NULL::p_jobs, 'w4', 1, '1 ms', 'id = 1250', NULL, 2);
 SELECT key FROM dlock_dead_claims WHERE table_name = 'p_jobs'::regclass;
 SELECT dlock_cleanup('0 s') > 0 AS deleted_some;
+-- at most 1,000 lease rows and 1,000 claim rows a call: called again, a
+-- transaction each, until it returns 0
+CREATE PROCEDURE pg_temp.cleanup_all() LANGUAGE plpgsql AS $$
+BEGIN
+  WHILE dlock_cleanup('0 s') > 0 LOOP
+    COMMIT;
+  END LOOP;
+END $$;
+CALL pg_temp.cleanup_all();
 SELECT count(*) AS live_lease_kept FROM dlock_locks WHERE key = 'p:live';
 SELECT count(*) AS idle_lease_row_gone FROM dlock.lease WHERE key = 'p:idle';
 SELECT count(*) AS live_claims_kept FROM dlock_claims

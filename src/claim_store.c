@@ -601,6 +601,13 @@ dlock_claim_store_reclaim(Oid relid, text **keys, int n, text *holder, Oid role,
  * Up to limit claim rows that are free or expired since before and not
  * poisoned, or of tables that no longer exist; returns how many, with
  * their keys and tables in *keys and *relids.
+ *
+ * Claims call this now and then, so its cost must not grow with the
+ * number of claim rows: it walks the tables that have claim rows (a
+ * loose index scan, one probe per table) and, for each, reads only the
+ * rows it returns, through claim_live (relid, expires_at), or all rows of
+ * a table that no longer exists through the primary key.  A scan of the
+ * whole table here cost 78 ms with 400,000 live claims, every 64th claim.
  */
 uint64
 dlock_claim_store_idle(TimestampTz before, int limit, text ***keys, Oid **relids)
@@ -613,11 +620,28 @@ dlock_claim_store_idle(TimestampTz before, int limit, text ***keys, Oid **relids
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int32GetDatum(limit);
 	n = dlock_spi_run(dlock_spi_plan(&plan,
-									 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim c"
-									 " WHERE (expires_at OPERATOR(pg_catalog.<) $1"
-									 "        AND poisoned_at IS NULL)"
-									 "    OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-									 "                    WHERE r.oid" EQ "c.relid)"
+									 "WITH RECURSIVE t(relid) AS ("
+									 "  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+									 "  UNION ALL"
+									 "  SELECT (SELECT pg_catalog.min(c.relid)"
+									 "            FROM " DLOCK_SCHEMA ".claim c"
+									 "           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+									 "    FROM t WHERE t.relid IS NOT NULL)"
+									 "SELECT c.key, c.relid FROM t CROSS JOIN LATERAL ("
+									 "  (SELECT c.key, c.relid FROM " DLOCK_SCHEMA ".claim c"
+									 "    WHERE c.relid" EQ "t.relid"
+									 "      AND c.expires_at OPERATOR(pg_catalog.<) $1"
+									 "      AND c.poisoned_at IS NULL"
+									 "      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
+									 "                   WHERE r.oid" EQ "t.relid)"
+									 "    LIMIT $2)"
+									 "  UNION ALL"
+									 "  (SELECT c.key, c.relid FROM " DLOCK_SCHEMA ".claim c"
+									 "    WHERE c.relid" EQ "t.relid"
+									 "      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+									 "                       WHERE r.oid" EQ "t.relid)"
+									 "    LIMIT $2)) c"
+									 " WHERE t.relid IS NOT NULL"
 									 " LIMIT $2",
 									 2, types),
 					  values, NULL, 0, SPI_OK_SELECT);

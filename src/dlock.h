@@ -16,6 +16,14 @@
 #define DLOCK_MAX_TTL_US		(30 * USECS_PER_DAY)
 #define DLOCK_MAX_WAIT_US		USECS_PER_DAY
 
+/*
+ * Rows one dlock_cleanup() call deletes at most, of leases and of claims
+ * each: the key lock of every row deleted is held until commit, and the
+ * shared lock table (max_locks_per_transaction per connection) must keep
+ * room for everybody else.
+ */
+#define DLOCK_CLEANUP_MAX_ROWS	1000
+
 /* Name of dlock's internal schema; every internal query names it. */
 #define DLOCK_SCHEMA			"dlock"
 

@@ -149,7 +149,7 @@ maybe_cleanup(void)
 	if (!IsTransactionBlock() &&
 		(pg_prng_uint32(&pg_global_prng_state) & 1023) == 0)
 		(void) dlock_lease_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
-								   64);
+								   64, false);
 }
 
 /*
@@ -426,18 +426,19 @@ dlock_lease_force_release(text *key)
 
 /*
  * Delete up to limit rows that have been free or expired for longer than
- * idle_us.  Keys another transaction is working on are skipped.  Must be
- * called between dlock_spi_begin and dlock_spi_end.
+ * idle_us, in the whole table or in a part of it chosen at random (see
+ * dlock_lease_store_idle_keys).  Keys another transaction is working on
+ * are skipped.  Must be called between dlock_spi_begin and dlock_spi_end.
  */
 static int64
-lease_cleanup_locked(int64 idle_us, int limit)
+lease_cleanup_locked(int64 idle_us, int limit, bool whole_table)
 {
 	TimestampTz before = GetCurrentTimestamp() - idle_us;
 	uint64		n;
 	text	  **keys;
 	int64		deleted = 0;
 
-	keys = dlock_lease_store_idle_keys(before, limit, &n);
+	keys = dlock_lease_store_idle_keys(before, limit, whole_table, &n);
 	for (uint64 i = 0; i < n; i++)
 	{
 		DlockKeyLock kl = lease_keylock(keys[i]);
@@ -457,13 +458,13 @@ lease_cleanup_locked(int64 idle_us, int limit)
 }
 
 int64
-dlock_lease_cleanup(int64 idle_us, int limit)
+dlock_lease_cleanup(int64 idle_us, int limit, bool whole_table)
 {
 	DlockSpi	spi;
 	int64		n;
 
 	dlock_spi_begin(&spi);
-	n = lease_cleanup_locked(idle_us, limit);
+	n = lease_cleanup_locked(idle_us, limit, whole_table);
 	dlock_spi_end(&spi);
 	return n;
 }

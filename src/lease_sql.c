@@ -162,8 +162,9 @@ dlock_force_release_sql(PG_FUNCTION_ARGS)
  *
  * Deletes the rows of lease keys, and the claim rows, that have been free
  * or expired for longer than idle (NULL: dlock.idle_key_lifetime), never a
- * live lease or claim nor a poisoned claim row; returns how many.
- * Acquires and claims do this now and then by themselves.
+ * live lease or claim nor a poisoned claim row; returns how many.  At most
+ * DLOCK_CLEANUP_MAX_ROWS of each per call: call it again while it returns
+ * more than zero.  Acquires and claims do this now and then by themselves.
  */
 PG_FUNCTION_INFO_V1(dlock_cleanup_sql);
 Datum
@@ -182,6 +183,6 @@ dlock_cleanup_sql(PG_FUNCTION_ARGS)
 					 errmsg("idle must not be negative")));
 	}
 	dlock_arg_writes_allowed("dlock_cleanup()");
-	PG_RETURN_INT64(dlock_lease_cleanup(idle_us, INT_MAX) +
-					dlock_claim_cleanup(idle_us, INT_MAX));
+	PG_RETURN_INT64(dlock_lease_cleanup(idle_us, DLOCK_CLEANUP_MAX_ROWS, true) +
+					dlock_claim_cleanup(idle_us, DLOCK_CLEANUP_MAX_ROWS));
 }

@@ -29,7 +29,9 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_type.h"
+#include "common/pg_prng.h"
 #include "executor/spi.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/fmgroids.h"
@@ -190,21 +192,64 @@ dlock_lease_store_holder_keys(text *holder, Oid owner, uint64 *n)
 	return dlock_copy_key_column(*n);
 }
 
-/* Up to limit keys whose rows have been free or expired since before. */
+/*
+ * Up to limit keys whose rows have been free or expired since before, in
+ * the whole table (dlock_cleanup), or else in SWEEP_BLOCKS consecutive
+ * blocks at a random place (a TID range scan), so that the sweep acquires
+ * run now and then costs the same however many keys the table has.  Every
+ * block is as likely to be in the window as any other.
+ */
+#define SWEEP_BLOCKS	32
+
 text	  **
-dlock_lease_store_idle_keys(TimestampTz before, int limit, uint64 *n)
+dlock_lease_store_idle_keys(TimestampTz before, int limit, bool whole_table,
+							uint64 *n)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum		values[2];
+	static SPIPlanPtr whole_plan = NULL;
+	static SPIPlanPtr window_plan = NULL;
+	Oid			types[4] = {TIMESTAMPTZOID, INT4OID, TIDOID, TIDOID};
+	Datum		values[4];
+	ItemPointerData from;
+	ItemPointerData to;
+	BlockNumber nblocks = 0;
 
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int32GetDatum(limit);
-	*n = dlock_spi_run(dlock_spi_plan(&plan,
-									  "SELECT key FROM " DLOCK_SCHEMA ".lease"
-									  " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
-									  2, types),
-					   values, NULL, 0, SPI_OK_SELECT);
+	if (!whole_table)
+	{
+		DlockStore	s;
+
+		dlock_lease_store_open(&s);
+		nblocks = RelationGetNumberOfBlocks(s.rel);
+		dlock_store_close(&s);
+	}
+	if (whole_table || nblocks <= SWEEP_BLOCKS)
+	{
+		*n = dlock_spi_run(dlock_spi_plan(&whole_plan,
+										  "SELECT key FROM " DLOCK_SCHEMA ".lease"
+										  " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
+										  2, types),
+						   values, NULL, 0, SPI_OK_SELECT);
+	}
+	else
+	{
+		/* a window start in [1 - SWEEP_BLOCKS, nblocks - 1], cut to the table */
+		int64		start = (int64) pg_prng_uint64_range(&pg_global_prng_state, 0,
+														 nblocks + SWEEP_BLOCKS - 2)
+			- (SWEEP_BLOCKS - 1);
+
+		ItemPointerSet(&from, (BlockNumber) Max(start, 0), 0);
+		ItemPointerSet(&to, (BlockNumber) Min(start + SWEEP_BLOCKS, (int64) nblocks), 0);
+		values[2] = PointerGetDatum(&from);
+		values[3] = PointerGetDatum(&to);
+		*n = dlock_spi_run(dlock_spi_plan(&window_plan,
+										  "SELECT key FROM " DLOCK_SCHEMA ".lease"
+										  " WHERE ctid OPERATOR(pg_catalog.>=) $3"
+										  "   AND ctid OPERATOR(pg_catalog.<) $4"
+										  "   AND expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
+										  4, types),
+						   values, NULL, 0, SPI_OK_SELECT);
+	}
 	return dlock_copy_key_column(*n);
 }
 

@@ -35,7 +35,7 @@ extern void dlock_lease_store_write(DlockStore *s, text *key,
 extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
 											uint64 *n);
 extern text **dlock_lease_store_idle_keys(TimestampTz before, int limit,
-										  uint64 *n);
+										  bool whole_table, uint64 *n);
 extern bool dlock_lease_store_delete_idle(text *key, TimestampTz before);
 
 
