@@ -27,6 +27,7 @@ OBJS = \
 	src/claim.o \
 	src/claim_manage.o \
 	src/claim_store.o \
+	src/claim_store_spi.o \
 	src/claim_query.o \
 	src/claim_plan.o \
 	src/claim_target.o \

@@ -286,13 +286,115 @@ default_holder(void)
 	return buf;
 }
 
+/*
+ * Read the options and KEY that follow the command cmd (argv[2..]) into *o,
+ * and the words after "--" into *rest.  Returns false if --help asked for
+ * the help, which is printed.
+ */
+static bool
+parse_args(int argc, char **argv, const char *cmd, Options *o, char ***rest)
+{
+	for (int i = 2; i < argc; i++)
+	{
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+#define NEED_VALUE() do { if (!v) usage_error("%s needs a value", a); i++; } while (0)
+		if (strcmp(a, "--") == 0)
+		{
+			*rest = argv + i + 1;
+			break;
+		}
+		else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+		{
+			fputs(strcmp(cmd, "run") == 0 ? run_usage_text : usage_text, stdout);
+			return false;
+		}
+		else if (strcmp(a, "-d") == 0 || strcmp(a, "--dbname") == 0)
+		{
+			NEED_VALUE();
+			o->conninfo = v;
+		}
+		else if (strcmp(a, "--ttl") == 0)
+		{
+			NEED_VALUE();
+			o->ttl_ms = parse_duration(v);
+			o->has_ttl = true;
+		}
+		else if (strcmp(a, "--wait") == 0)
+		{
+			NEED_VALUE();
+			o->wait_ms = parse_duration(v);
+		}
+		else if (strcmp(a, "--grace") == 0)
+		{
+			NEED_VALUE();
+			o->grace_ms = parse_duration(v);
+		}
+		else if (strcmp(a, "--holder") == 0)
+		{
+			NEED_VALUE();
+			o->holder = v;
+		}
+		else if (strcmp(a, "--token") == 0)
+		{
+			char	   *end;
+
+			NEED_VALUE();
+			o->token = strtoll(v, &end, 10);
+			if (*v == '\0' || *end != '\0')
+				usage_error("invalid token \"%s\"", v);
+			o->has_token = true;
+		}
+		else if (strcmp(a, "--json") == 0)
+			o->json = true;
+		else if (a[0] == '-')
+			usage_error("unknown option %s", a);
+		else if (!o->key)
+			o->key = a;
+		else
+			usage_error("unexpected argument \"%s\"", a);
+#undef NEED_VALUE
+	}
+	return true;
+}
+
+/* run the command cmd with the options o; returns the exit code */
+static int
+run_command(const char *cmd, const Options *o, char **rest)
+{
+	if (strcmp(cmd, "list") == 0)
+		return o->key ? (usage_error("%s takes no key", cmd), 0) : cmd_show(o, NULL);
+	if (!o->key)
+		usage_error("%s needs a KEY", cmd);
+	if (strcmp(cmd, "run") == 0)
+	{
+		if (!rest || !rest[0])
+			usage_error("%s", "run needs -- CMD [ARGS...]");
+		if (o->ttl_ms <= 0)
+			usage_error("%s", "--ttl must be more than 0");
+		return cmd_run(o, rest);
+	}
+	if (rest)
+		usage_error("%s takes no command", cmd);
+	if (strcmp(cmd, "acquire") == 0)
+		return cmd_acquire(o);
+	if (strcmp(cmd, "renew") == 0 || strcmp(cmd, "release") == 0)
+		return cmd_bool(o, strcmp(cmd, "renew") == 0);
+	if (strcmp(cmd, "status") == 0)
+		return cmd_show(o, o->key);
+	if (strcmp(cmd, "force-release") == 0)
+		return cmd_force_release(o);
+	usage_error("unknown command \"%s\"", cmd);
+	return EXIT_USAGE;
+}
+
 int
 main(int argc, char **argv)
 {
 	Options		o;
 	const char *cmd;
 	char	  **rest = NULL;
-	int			i;
 
 	memset(&o, 0, sizeof(o));
 	o.ttl_ms = 30000;
@@ -303,93 +405,9 @@ main(int argc, char **argv)
 		return argc < 2 ? EXIT_USAGE : 0;
 	}
 	cmd = argv[1];
-	for (i = 2; i < argc; i++)
-	{
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-#define NEED_VALUE() do { if (!v) usage_error("%s needs a value", a); i++; } while (0)
-		if (strcmp(a, "--") == 0)
-		{
-			rest = argv + i + 1;
-			break;
-		}
-		else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-		{
-			fputs(strcmp(cmd, "run") == 0 ? run_usage_text : usage_text, stdout);
-			return 0;
-		}
-		else if (strcmp(a, "-d") == 0 || strcmp(a, "--dbname") == 0)
-		{
-			NEED_VALUE();
-			o.conninfo = v;
-		}
-		else if (strcmp(a, "--ttl") == 0)
-		{
-			NEED_VALUE();
-			o.ttl_ms = parse_duration(v);
-			o.has_ttl = true;
-		}
-		else if (strcmp(a, "--wait") == 0)
-		{
-			NEED_VALUE();
-			o.wait_ms = parse_duration(v);
-		}
-		else if (strcmp(a, "--grace") == 0)
-		{
-			NEED_VALUE();
-			o.grace_ms = parse_duration(v);
-		}
-		else if (strcmp(a, "--holder") == 0)
-		{
-			NEED_VALUE();
-			o.holder = v;
-		}
-		else if (strcmp(a, "--token") == 0)
-		{
-			char	   *end;
-
-			NEED_VALUE();
-			o.token = strtoll(v, &end, 10);
-			if (*v == '\0' || *end != '\0')
-				usage_error("invalid token \"%s\"", v);
-			o.has_token = true;
-		}
-		else if (strcmp(a, "--json") == 0)
-			o.json = true;
-		else if (a[0] == '-')
-			usage_error("unknown option %s", a);
-		else if (!o.key)
-			o.key = a;
-		else
-			usage_error("unexpected argument \"%s\"", a);
-#undef NEED_VALUE
-	}
+	if (!parse_args(argc, argv, cmd, &o, &rest))
+		return 0;
 	if (!o.holder)
 		o.holder = default_holder();
-
-	if (strcmp(cmd, "list") == 0)
-		return o.key ? (usage_error("%s takes no key", cmd), 0) : cmd_show(&o, NULL);
-	if (!o.key)
-		usage_error("%s needs a KEY", cmd);
-	if (strcmp(cmd, "run") == 0)
-	{
-		if (!rest || !rest[0])
-			usage_error("%s", "run needs -- CMD [ARGS...]");
-		if (o.ttl_ms <= 0)
-			usage_error("%s", "--ttl must be more than 0");
-		return cmd_run(&o, rest);
-	}
-	if (rest)
-		usage_error("%s takes no command", cmd);
-	if (strcmp(cmd, "acquire") == 0)
-		return cmd_acquire(&o);
-	if (strcmp(cmd, "renew") == 0 || strcmp(cmd, "release") == 0)
-		return cmd_bool(&o, strcmp(cmd, "renew") == 0);
-	if (strcmp(cmd, "status") == 0)
-		return cmd_show(&o, o.key);
-	if (strcmp(cmd, "force-release") == 0)
-		return cmd_force_release(&o);
-	usage_error("unknown command \"%s\"", cmd);
-	return EXIT_USAGE;
+	return run_command(cmd, &o, rest);
 }

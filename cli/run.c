@@ -116,123 +116,174 @@ acquire_failure(Db *db, DbResult rc)
 	return EXIT_UNAVAIL;
 }
 
-int
-cmd_run(const Options *o, char **argv)
+/* the lease dlock run holds: what renewing it needs, and when it lapses */
+typedef struct RunLease
 {
-	Db			db = {o->conninfo, NULL, "", ""};
-	char		ttl[64], wait[64], token[32], ok[8];
-	const char *acq[4] = {o->key, o->holder, ttl, wait};
-	const char *ren[4] = {o->key, o->holder, ttl, token};
+	const Options *o;
+	Db			db;
+	char		ttl[64];
+	char		token[32];
+	long long	period;			/* renew every ttl/3 */
+	long long	lease_until;	/* when it lapses unless renewed */
+	long long	next_renew;
+} RunLease;
+
+/* pass the signals dlock got (all but SIGCHLD) on to the command */
+static void
+pass_on_signals(pid_t child)
+{
+	unsigned char sigs[64];
+	ssize_t		n;
+
+	while ((n = read(sigpipe_fds[0], sigs, sizeof(sigs))) > 0)
+	{
+		for (ssize_t i = 0; i < n; i++)
+		{
+			if (sigs[i] != SIGCHLD)
+				kill(child, sigs[i]);	/* pass it on */
+		}
+	}
+}
+
+/*
+ * Renew the lease, now being when the renewal is due; false if it is lost
+ * (the renewal said no, or the database stayed unreachable until the lease
+ * lapsed).
+ */
+static bool
+renew_lease(RunLease *l, long long now)
+{
+	const Options *o = l->o;
+	const char *ren[4] = {o->key, o->holder, l->ttl, l->token};
+	char		ok[8];
 	DbResult	rc;
-	pid_t		child;
-	int			status = 0;
-	bool		exited = false;
-	bool		lost = false;
-	bool		term_sent = false;
-	long long	lease_until, next_renew, kill_at = 0;
-	long long	period = o->ttl_ms / 3 > 0 ? o->ttl_ms / 3 : 1;
 
-	interval_text(o->ttl_ms, ttl, sizeof(ttl));
-	interval_text(o->wait_ms, wait, sizeof(wait));
-	rc = db_call(&db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
-				 4, acq, token, sizeof(token));
-	if (rc != DB_OK)
-		return acquire_failure(&db, rc);
-	lease_until = now_ms() + o->ttl_ms;
-	next_renew = now_ms() + period;
-
-	catch_signals();
-	child = start_command(o, token, argv);
-	if (child < 0)
+	rc = db_call(&l->db, "SELECT dlock_renew($1, $2, $3::interval, $4::bigint)",
+				 4, ren, ok, sizeof(ok));
+	if (rc == DB_OK && strcmp(ok, "t") == 0)
 	{
-		(void) db_call(&db, "SELECT dlock_release($1, $2, $3::bigint)", 3,
-					   (const char *[]) {o->key, o->holder, token}, ok, sizeof(ok));
-		return EXIT_UNAVAIL;
+		l->lease_until = now + o->ttl_ms;
+		l->next_renew = now + l->period;
 	}
-
-	while (!exited)
+	else if (rc == DB_OK || rc == DB_NULL || rc == DB_NOT_INSTALLED)
 	{
-		long long	now = now_ms();
-		long long	until = lost ? kill_at : next_renew;
-		struct pollfd pfd = {sigpipe_fds[0], POLLIN, 0};
-		unsigned char sigs[64];
-		ssize_t		n;
-
-		if (until > now)
-			(void) poll(&pfd, 1, (int) (until - now));
-		while ((n = read(sigpipe_fds[0], sigs, sizeof(sigs))) > 0)
-		{
-			for (ssize_t i = 0; i < n; i++)
-			{
-				if (sigs[i] != SIGCHLD)
-					kill(child, sigs[i]);	/* pass it on */
-			}
-		}
-		if (waitpid(child, &status, WNOHANG) == child)
-		{
-			exited = true;
-			break;
-		}
-
-		now = now_ms();
-		if (!lost && now >= next_renew)
-		{
-			rc = db_call(&db, "SELECT dlock_renew($1, $2, $3::interval, $4::bigint)",
-						 4, ren, ok, sizeof(ok));
-			if (rc == DB_OK && strcmp(ok, "t") == 0)
-			{
-				lease_until = now + o->ttl_ms;
-				next_renew = now + period;
-			}
-			else if (rc == DB_OK || rc == DB_NULL || rc == DB_NOT_INSTALLED)
-			{
-				fprintf(stderr, "dlock: lease %s lost\n", o->key);
-				lost = true;
-			}
-			else if (now_ms() >= lease_until)
-			{
-				fprintf(stderr, "dlock: lease %s lapsed while the database was unreachable: %s",
-						o->key, db.error);
-				lost = true;
-			}
-			else
-			{
-				/* try again soon, while the lease still holds */
-				long long	retry = period / 5 > 200 ? period / 5 : 200;
-
-				next_renew = now + retry < lease_until ? now + retry : lease_until;
-			}
-		}
-		if (lost && !term_sent)
-		{
-			kill(child, SIGTERM);
-			term_sent = true;
-			kill_at = now_ms() + o->grace_ms;
-		}
-		else if (lost && now_ms() >= kill_at)
-		{
-			kill(child, SIGKILL);
-			kill_at = now_ms() + 1000;
-		}
+		fprintf(stderr, "dlock: lease %s lost\n", o->key);
+		return false;
 	}
-
-	if (lost)
+	else if (now_ms() >= l->lease_until)
 	{
-		db_close(&db);
-		return EXIT_LOST;
+		fprintf(stderr, "dlock: lease %s lapsed while the database was unreachable: %s",
+				o->key, l->db.error);
+		return false;
 	}
-	/* give the lease back, with its token, while it still holds */
+	else
+	{
+		/* try again soon, while the lease still holds */
+		long long	retry = l->period / 5 > 200 ? l->period / 5 : 200;
+
+		l->next_renew = now + retry < l->lease_until ? now + retry : l->lease_until;
+	}
+	return true;
+}
+
+/*
+ * The lease is lost: SIGTERM to the command, then SIGKILL once kill_at has
+ * passed (--grace later), and again every second.
+ */
+static void
+stop_command(const Options *o, pid_t child, bool *term_sent, long long *kill_at)
+{
+	if (!*term_sent)
+	{
+		kill(child, SIGTERM);
+		*term_sent = true;
+		*kill_at = now_ms() + o->grace_ms;
+	}
+	else if (now_ms() >= *kill_at)
+	{
+		kill(child, SIGKILL);
+		*kill_at = now_ms() + 1000;
+	}
+}
+
+/* give the lease back, with its token, while it still holds */
+static void
+release_lease(RunLease *l)
+{
+	const Options *o = l->o;
+	char		ok[8];
+	DbResult	rc;
+
 	for (;;)
 	{
-		rc = db_call(&db, "SELECT dlock_release($1, $2, $3::bigint)", 3,
-					 (const char *[]) {o->key, o->holder, token}, ok, sizeof(ok));
-		if (rc != DB_UNREACHABLE || now_ms() >= lease_until)
+		rc = db_call(&l->db, "SELECT dlock_release($1, $2, $3::bigint)", 3,
+					 (const char *[]) {o->key, o->holder, l->token}, ok, sizeof(ok));
+		if (rc != DB_UNREACHABLE || now_ms() >= l->lease_until)
 			break;
 		usleep(200 * 1000);
 	}
 	if (rc != DB_OK)
 		fprintf(stderr, "dlock: could not release %s (it lapses by itself): %s", o->key,
-				db.error);
-	db_close(&db);
+				l->db.error);
+}
+
+int
+cmd_run(const Options *o, char **argv)
+{
+	RunLease	l = {.o = o, .db = {o->conninfo, NULL, "", ""}};
+	char		wait[64], ok[8];
+	const char *acq[4] = {o->key, o->holder, l.ttl, wait};
+	DbResult	rc;
+	pid_t		child;
+	int			status = 0;
+	bool		lost = false;
+	bool		term_sent = false;
+	long long	kill_at = 0;
+
+	l.period = o->ttl_ms / 3 > 0 ? o->ttl_ms / 3 : 1;
+	interval_text(o->ttl_ms, l.ttl, sizeof(l.ttl));
+	interval_text(o->wait_ms, wait, sizeof(wait));
+	rc = db_call(&l.db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
+				 4, acq, l.token, sizeof(l.token));
+	if (rc != DB_OK)
+		return acquire_failure(&l.db, rc);
+	l.lease_until = now_ms() + o->ttl_ms;
+	l.next_renew = now_ms() + l.period;
+
+	catch_signals();
+	child = start_command(o, l.token, argv);
+	if (child < 0)
+	{
+		(void) db_call(&l.db, "SELECT dlock_release($1, $2, $3::bigint)", 3,
+					   (const char *[]) {o->key, o->holder, l.token}, ok, sizeof(ok));
+		return EXIT_UNAVAIL;
+	}
+
+	for (;;)
+	{
+		long long	now = now_ms();
+		long long	until = lost ? kill_at : l.next_renew;
+		struct pollfd pfd = {sigpipe_fds[0], POLLIN, 0};
+
+		if (until > now)
+			(void) poll(&pfd, 1, (int) (until - now));
+		pass_on_signals(child);
+		if (waitpid(child, &status, WNOHANG) == child)
+			break;
+
+		now = now_ms();
+		if (!lost && now >= l.next_renew)
+			lost = !renew_lease(&l, now);
+		if (lost)
+			stop_command(o, child, &term_sent, &kill_at);
+	}
+
+	if (lost)
+	{
+		db_close(&l.db);
+		return EXIT_LOST;
+	}
+	release_lease(&l);
+	db_close(&l.db);
 	return exit_status_of(status);
 }

@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * claim_store.h
- *		Every read and write of dlock.claim (claim_store.c).
+ *		Every read and write of dlock.claim: per-row paths without SPI
+ *		(claim_store.c), writes and sweeps of many rows as SQL
+ *		(claim_store_spi.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -10,6 +12,7 @@
 
 #include "datatype/timestamp.h"
 
+/* claim_store.c */
 typedef struct DlockClaimProbe DlockClaimProbe;
 
 extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
@@ -27,6 +30,8 @@ extern void dlock_claim_store_insert(Oid relid, text **keys, int n,
 									 text *holder, Oid role, int64 token,
 									 int64 ttl_us, TimestampTz now,
 									 TimestampTz expires);
+
+/* claim_store_spi.c */
 extern text **dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 											text **among, int namong, int *n);
 extern text **dlock_claim_store_existing_keys(Oid relid, text **keys,

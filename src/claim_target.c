@@ -192,16 +192,10 @@ qualified_operator(Oid opno)
 	return s;
 }
 
-static ClaimTarget *
-build_target(Oid relid)
+/* relid's relkind, if rows can be claimed from it (a table) */
+static char
+target_relkind(Oid relid)
 {
-	Relation	rel;
-	Relation	idx;
-	Oid			pkoid;
-	ClaimTarget *t;
-	MemoryContext old;
-	Oid			eqop;
-	bool		isvarlena;
 	char		relkind = get_rel_relkind(relid);
 
 	if (relkind == '\0')
@@ -213,9 +207,16 @@ build_target(Oid relid)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table", get_rel_name(relid)),
 				 errdetail("Rows can be claimed only from tables.")));
+	return relkind;
+}
 
-	rel = relation_open(relid, AccessShareLock);
-	pkoid = dlock_primary_key_index(rel);
+/* rel's primary key index, opened, if it has one of a single column */
+static Relation
+open_primary_key(Relation rel)
+{
+	Oid			pkoid = dlock_primary_key_index(rel);
+	Relation	idx;
+
 	if (!OidIsValid(pkoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -229,6 +230,58 @@ build_target(Oid relid)
 				 errmsg("table \"%s\" has a multi-column primary key",
 						RelationGetRelationName(rel)),
 				 errdetail("dlock supports claims on tables with a single-column primary key.")));
+	return idx;
+}
+
+/*
+ * The primary key's column, type, operators and text conversions, from its
+ * index idx, into t (in CurrentMemoryContext, CacheMemoryContext here).
+ */
+static void
+describe_primary_key(ClaimTarget *t, Relation rel, Relation idx)
+{
+	Oid			relid = t->relid;
+	Oid			eqop;
+	bool		isvarlena;
+	TypeCacheEntry *tc;
+
+	t->pk_attnum = idx->rd_index->indkey.values[0];
+	t->pk_colname = pstrdup(quote_identifier(get_attname(relid, t->pk_attnum, false)));
+	t->pk_type = get_atttype(relid, t->pk_attnum);
+	t->pk_array_type = get_array_type(t->pk_type);
+	eqop = get_opfamily_member(idx->rd_opfamily[0], idx->rd_opcintype[0],
+							   idx->rd_opcintype[0], BTEqualStrategyNumber);
+	if (!OidIsValid(eqop) || !OidIsValid(t->pk_array_type))
+		elog(ERROR, "no equality operator or array type for the primary key of \"%s\"",
+			 RelationGetRelationName(rel));
+	t->pk_eq_op = qualified_operator(eqop);
+
+	/*
+	 * the default ordering's operators: a claim steps over held rows with
+	 * them
+	 */
+	tc = lookup_type_cache(t->pk_type, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
+	t->pk_lt_op = OidIsValid(tc->lt_opr) ? qualified_operator(tc->lt_opr) : NULL;
+	t->pk_gt_op = OidIsValid(tc->gt_opr) ? qualified_operator(tc->gt_opr) : NULL;
+	t->pk_attname = pstrdup(get_attname(relid, t->pk_attnum, false));
+	get_typlenbyval(t->pk_type, &t->pk_typlen, &t->pk_byval);
+	t->io_needs_pin = !io_is_stable(t->pk_type);
+	getTypeOutputInfo(t->pk_type, &t->pk_out_fn, &isvarlena);
+	fmgr_info_cxt(t->pk_out_fn, &t->pk_out_finfo, CacheMemoryContext);
+	getTypeInputInfo(t->pk_type, &t->pk_in_fn, &t->pk_ioparam);
+}
+
+static ClaimTarget *
+build_target(Oid relid)
+{
+	char		relkind = target_relkind(relid);
+	Relation	rel;
+	Relation	idx;
+	ClaimTarget *t;
+	MemoryContext old;
+
+	rel = relation_open(relid, AccessShareLock);
+	idx = open_primary_key(rel);
 
 	old = MemoryContextSwitchTo(CacheMemoryContext);
 	t = palloc0(sizeof(ClaimTarget));
@@ -247,34 +300,8 @@ build_target(Oid relid)
 	t->relname = pstrdup(quote_identifier(RelationGetRelationName(rel)));
 	t->qualname = pstrdup(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 													 RelationGetRelationName(rel)));
-	t->pk_attnum = idx->rd_index->indkey.values[0];
-	t->pk_colname = pstrdup(quote_identifier(get_attname(relid, t->pk_attnum, false)));
-	t->pk_type = get_atttype(relid, t->pk_attnum);
-	t->pk_array_type = get_array_type(t->pk_type);
-	eqop = get_opfamily_member(idx->rd_opfamily[0], idx->rd_opcintype[0],
-							   idx->rd_opcintype[0], BTEqualStrategyNumber);
-	if (!OidIsValid(eqop) || !OidIsValid(t->pk_array_type))
-		elog(ERROR, "no equality operator or array type for the primary key of \"%s\"",
-			 RelationGetRelationName(rel));
-	t->pk_eq_op = qualified_operator(eqop);
-	{
-		/*
-		 * the default ordering's operators: a claim steps over held rows with
-		 * them
-		 */
-		TypeCacheEntry *tc = lookup_type_cache(t->pk_type,
-											   TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
-
-		t->pk_lt_op = OidIsValid(tc->lt_opr) ? qualified_operator(tc->lt_opr) : NULL;
-		t->pk_gt_op = OidIsValid(tc->gt_opr) ? qualified_operator(tc->gt_opr) : NULL;
-	}
-	t->pk_attname = pstrdup(get_attname(relid, t->pk_attnum, false));
+	describe_primary_key(t, rel, idx);
 	t->plain_relname = pstrdup(RelationGetRelationName(rel));
-	get_typlenbyval(t->pk_type, &t->pk_typlen, &t->pk_byval);
-	t->io_needs_pin = !io_is_stable(t->pk_type);
-	getTypeOutputInfo(t->pk_type, &t->pk_out_fn, &isvarlena);
-	fmgr_info_cxt(t->pk_out_fn, &t->pk_out_finfo, CacheMemoryContext);
-	getTypeInputInfo(t->pk_type, &t->pk_in_fn, &t->pk_ioparam);
 	MemoryContextSwitchTo(old);
 
 	index_close(idx, AccessShareLock);

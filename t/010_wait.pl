@@ -233,27 +233,27 @@ is( $node->safe_psql(
 		'postgres', "SELECT count(*) FROM dlock.lease WHERE holder = 'doomed'"),
 	'0', 'the killed waiter holds nothing');
 
-my ($w4, $pid4) = start_wait($node, 'tc:1', 'w4', '1 hour', '20 s');
+my ($w_after, $pid_after) = start_wait($node, 'tc:1', 'w4', '1 hour', '20 s');
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tc:1'")
   or die 'w4 never queued';
 is(waiters($node, 'tc:1'), 'w4:1', 'after the restart a new waiter gets position 1');
 settle($node, 'tc:1');
-my ($rel4, $released4) = split /\n/,
+my ($rel_after, $released_after) = split /\n/,
   $node->safe_psql('postgres',
 	"SELECT clock_timestamp(); SELECT dlock_release('tc:1', 'holder-1')");
-is($released4, 't', 'holder-1 releases tc:1');
-my ($tok4, $got4) = split /\|/, wait_result($w4);
-end_psql($w4);
-ok($tok4 > $max_before, 'the waiter got tc:1 with a token greater than any before the crash');
+is($released_after, 't', 'holder-1 releases tc:1');
+my ($tok_after, $got_after) = split /\|/, wait_result($w_after);
+end_psql($w_after);
+ok($tok_after > $max_before, 'the waiter got tc:1 with a token greater than any before the crash');
 is( $node->safe_psql(
 		'postgres',
-		"SELECT '$got4'::timestamptz - '$rel4'::timestamptz < interval '500 ms'"),
+		"SELECT '$got_after'::timestamptz - '$rel_after'::timestamptz < interval '500 ms'"),
 	't',
 	'the waiter got tc:1 less than 500 ms after the release');
-my $tok5 = $node->safe_psql('postgres',
+my $tok_new = $node->safe_psql('postgres',
 	"SELECT dlock_acquire('tc:3', 'new', '1 hour')");
-ok($tok5 > $tok4, 'a plain acquire after the restart works, with a greater token');
+ok($tok_new > $tok_after, 'a plain acquire after the restart works, with a greater token');
 
 $node->stop;
 
