@@ -46,7 +46,7 @@ REGRESS_OPTS = --load-extension=dlock
 
 # isolation specs: specs/NAME.spec against expected/NAME.out
 ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder \
-	wait_wake_release wait_wake_expiry wait_fifo wait_rollback_release wait_cancel \
+	wait_wake_release wait_wake_expiry wait_fifo wait_rollback_release wait_cancel wait_handover \
 	claim_disjoint claim_race_committed claim_complete_vs_takeover claim_complete_fence \
 	claim_inflight claim_complete_vs_renew serializable_retry views_latest fence_waits
 ISOLATION_OPTS = --load-extension=dlock

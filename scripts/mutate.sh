@@ -28,7 +28,11 @@ fi
 # name @ file @ text to replace @ replacement @ tests (DLOCK_ONLY)
 # (in the texts, \t is a tab and \n a newline)
 MUTANTS=$(cat <<'EOF'
-no-wake-at-expiry@src/acquire.c@if (r == DLOCK_ACQ_BUSY && expires_at > now && expires_at < wake_at)@if (false && r == DLOCK_ACQ_BUSY)@isolation:wait_wake_expiry tap:015_wake
+no-wake-at-expiry@src/acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
+no-handover@src/lease.c@if (may_hand_over() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover
+handover-to-xact-block@src/acquire.c@return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;@return true;@isolation:wait_handover
+handover-ignores-withdrawal@src/lease.c@if (!dlock_wait_offer_settle(&p->offer, stands) && stands)@if (!dlock_wait_offer_settle(&p->offer, stands) && false)@isolation:wait_handover
+handover-not-flushed@src/wait.c@\tXLogFlush(g->lsn);@\t(void) g;@tap:016_release_flush
 no-wake-on-release@src/xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
 no-fence@src/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
 release-always-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush

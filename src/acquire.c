@@ -2,13 +2,14 @@
  *
  * acquire.c
  *		dlock_acquire as a whole: one attempt, and with wait > 0, a place
- *		in the key's queue and sleeps until the key can be taken or the
- *		wait runs out.
+ *		in the key's queue and sleeps until the key can be taken, a release
+ *		grants it to this waiter, or the wait runs out.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
@@ -44,6 +45,85 @@ count_grant(DlockAcquireResult r, bool waited)
 }
 
 /*
+ * Whether a release may grant the lease to this waiter in its own
+ * transaction (wait.c, "Hand-off"): only when the acquire is the whole
+ * transaction, since a grant committed by another backend cannot be
+ * rolled back with this one.
+ */
+static bool
+takes_grant(void)
+{
+	return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;
+}
+
+/*
+ * Wait in the key's queue until the key is taken, or granted to this
+ * waiter by a release, or wait runs out.
+ */
+static DlockAcquireResult
+wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
+			  TimestampTz deadline, int64 *token)
+{
+	TimestampTz expires_at = 0;
+	DlockAcquireResult r = DLOCK_ACQ_BUSY;
+	DlockGrant	g;
+	bool		woken = false;
+	bool		granted;
+
+	dlock_wait_enqueue(hash, key, holder, ttl_us, takes_grant());
+	PG_TRY();
+	{
+		for (;;)
+		{
+			TimestampTz now;
+			TimestampTz wake_at = deadline;
+			bool		pending;
+
+			if (dlock_wait_granted(&pending))
+				break;
+
+			/*
+			 * Try again once in the queue before the first sleep: a release
+			 * that committed after the first attempt but before this backend
+			 * joined the queue woke nobody.  Not while a release is handing
+			 * the key over to this waiter: it holds the key.
+			 */
+			if (!pending)
+			{
+				r = attempt(key, holder, ttl_us, hash, woken, token,
+							&expires_at);
+				if (DLOCK_ACQ_OK(r))
+					break;
+			}
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				break;
+			/* a lease nobody releases: wake when it runs out */
+			if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&
+				expires_at < wake_at)
+				wake_at = expires_at;
+			woken = dlock_wait_sleep(wake_at - now);
+		}
+	}
+	PG_CATCH();
+	{
+		(void) dlock_wait_leave(&g);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	/* an offer still pending at the deadline is withdrawn, or taken */
+	granted = dlock_wait_leave(&g);
+	if (granted && !DLOCK_ACQ_OK(r))
+	{
+		dlock_wait_grant_durable(&g);
+		*token = g.token;
+		r = DLOCK_ACQ_GRANTED;
+	}
+	return r;
+}
+
+/*
  * Try to acquire key for holder; with wait_us > 0, wait up to that long.
  * Returns true and the fencing token when acquired.
  */
@@ -55,9 +135,7 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 										  VARSIZE_ANY_EXHDR(key)).hash;
 	TimestampTz expires_at = 0;
 	TimestampTz start;
-	TimestampTz deadline;
 	DlockAcquireResult r;
-	bool		woken;
 
 	r = attempt(key, holder, ttl_us, hash, false, token, &expires_at);
 	if (DLOCK_ACQ_OK(r))
@@ -70,41 +148,10 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 		return false;
 
 	start = GetCurrentTimestamp();
-	deadline = start + wait_us;
 	dlock_count(DLOCK_STAT_WAITS, 1);
 	if (dlock_debug_queue_delay_ms > 0)
 		pg_usleep((long) dlock_debug_queue_delay_ms * 1000L);
-	dlock_wait_enqueue(hash, key, holder);
-	woken = false;
-	PG_TRY();
-	{
-		for (;;)
-		{
-			TimestampTz now;
-			TimestampTz wake_at = deadline;
-
-			/*
-			 * Try again once in the queue before the first sleep: a release
-			 * that committed after the attempt above but before this backend
-			 * joined the queue woke nobody.
-			 */
-			r = attempt(key, holder, ttl_us, hash, woken, token, &expires_at);
-			if (DLOCK_ACQ_OK(r))
-				break;
-			now = GetCurrentTimestamp();
-			if (now >= deadline)
-				break;
-			/* a lease nobody releases: wake when it runs out */
-			if (r == DLOCK_ACQ_BUSY && expires_at > now && expires_at < wake_at)
-				wake_at = expires_at;
-			woken = dlock_wait_sleep(wake_at - now);
-		}
-	}
-	PG_FINALLY();
-	{
-		dlock_wait_leave();
-	}
-	PG_END_TRY();
+	r = wait_in_queue(key, holder, ttl_us, hash, start + wait_us, token);
 
 	dlock_count(DLOCK_STAT_WAIT_US, GetCurrentTimestamp() - start);
 	if (DLOCK_ACQ_OK(r))

@@ -19,16 +19,26 @@
  * once and takes no lock; release, renew and validate, which mostly come
  * from the holder, take the lock first and read once.
  *
+ * Hand-over.  A release (or release_all, force_release) in a transaction
+ * of its own that frees a key with a waiter at the head of its queue
+ * grants the lease to that waiter in the same write, with a new token,
+ * instead of freeing it: the hand-off then costs one commit, not a
+ * release commit followed by the waiter's own.  The offer and its
+ * outcome go through the waiter's slot (wait.c, "Hand-off"); this file
+ * keeps the offers of the transaction and settles them when it ends.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -86,6 +96,131 @@ lease_write_free(DlockStore *s, text *key, const DlockLease *old,
 	v.owner = InvalidOid;
 	v.expires_at = now;
 	dlock_lease_store_write(s, key, &v);
+}
+
+/* ---- hand-over to the head waiter ---- */
+
+/* one offer made by this transaction */
+typedef struct PendingOffer
+{
+	DlockOffer	offer;
+	text	   *key;
+} PendingOffer;
+
+/* this transaction's offers, in TopTransactionContext */
+static List *pending_offers = NIL;
+static bool offer_callback_registered = false;
+
+static void lease_offer_xact_callback(XactEvent event, void *arg);
+
+/*
+ * A release may hand the key over only in a transaction of its own: the
+ * waiter learns the outcome at this transaction's end, which a
+ * transaction block could put off indefinitely or make a PREPARE.
+ */
+static bool
+may_hand_over(void)
+{
+	return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;
+}
+
+static void
+remember_offer(const DlockOffer *o, text *key)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	PendingOffer *p = palloc(sizeof(PendingOffer));
+
+	p->offer = *o;
+	p->offer.holder = NULL;		/* not needed past the write */
+	p->key = DatumGetTextPCopy(PointerGetDatum(key));
+	pending_offers = lappend(pending_offers, p);
+	MemoryContextSwitchTo(old);
+	if (!offer_callback_registered)
+	{
+		RegisterXactCallback(lease_offer_xact_callback, NULL);
+		offer_callback_registered = true;
+	}
+}
+
+/*
+ * Free key's lease (read under its exclusive lock as *l), or grant it to
+ * the head of its queue when a waiter there takes grants.
+ */
+static void
+lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
+						TimestampTz now, const DlockKeyLock *kl)
+{
+	DlockOffer	o;
+
+	if (may_hand_over() && dlock_wait_offer(kl->hash, &o))
+	{
+		o.token = dlock_next_token();
+		o.expires_at = now + o.ttl_us;
+		lease_write_grant(s, key, l, o.holder, o.owner, o.token, o.ttl_us,
+						  now, o.expires_at);
+		remember_offer(&o, key);
+	}
+	else
+		lease_write_free(s, key, l, now);
+	dlock_xact_note_key(kl);
+}
+
+/*
+ * Pre-commit: each offer goes on to commit if its grant still stands and
+ * its waiter is still there.  A waiter that withdrew (its wait ran out,
+ * or it was cancelled) gets nothing: the key is freed instead, and its
+ * queue's next head is woken when this transaction's locks go.
+ */
+static void
+settle_offers(void)
+{
+	ListCell   *lc;
+	DlockStore	s;
+
+	dlock_lease_store_open(&s);
+	foreach(lc, pending_offers)
+	{
+		PendingOffer *p = lfirst(lc);
+		DlockLease	l;
+		bool		stands;
+
+		dlock_lease_store_fetch(&s, p->key, &l);
+		stands = l.held && l.token == p->offer.token &&
+			l.owner == p->offer.owner;
+		if (!dlock_wait_offer_settle(&p->offer, stands) && stands)
+			lease_write_free(&s, p->key, &l, GetCurrentTimestamp());
+	}
+	dlock_store_close(&s);
+}
+
+static void
+lease_offer_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (pending_offers == NIL)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			settle_offers();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+			foreach(lc, pending_offers)
+				dlock_wait_offer_end(&((PendingOffer *) lfirst(lc))->offer,
+									 event == XACT_EVENT_COMMIT,
+									 XactLastCommitEnd);
+			/* the memory goes with TopTransactionContext */
+			pending_offers = NIL;
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			/* may_hand_over() rules this out */
+			elog(ERROR, "dlock: a transaction that handed a lease over cannot be prepared");
+			break;
+		default:
+			break;
+	}
 }
 
 /* ---- decisions ---- */
@@ -296,8 +431,7 @@ dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 	{
 		DlockKeyLock kl = lease_keylock(key);
 
-		lease_write_free(&s, key, &l, now);
-		dlock_xact_note_key(&kl);
+		lease_free_or_hand_over(&s, key, &l, now, &kl);
 	}
 	dlock_store_close(&s);
 	if (ok)
@@ -386,8 +520,7 @@ dlock_lease_release_all(text *holder)
 		{
 			DlockKeyLock kl = lease_keylock(keys[i]);
 
-			lease_write_free(&s, keys[i], &l, now);
-			dlock_xact_note_key(&kl);
+			lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
 			freed++;
 		}
 	}
@@ -414,10 +547,7 @@ dlock_lease_force_release(text *key)
 	now = GetCurrentTimestamp();
 	ok = lease_live(&l, now);
 	if (ok)
-	{
-		lease_write_free(&s, key, &l, now);
-		dlock_xact_note_key(&kl);
-	}
+		lease_free_or_hand_over(&s, key, &l, now, &kl);
 	else
 		give_back_key(&kl, ExclusiveLock);
 	dlock_store_close(&s);

@@ -25,6 +25,25 @@
  * at the latest every dlock.safety_wake (default one second) as a safety
  * net; the tests run with that set very long, so nothing depends on it.
  *
+ * Hand-off.  A release that finds a head waiter which can take a grant
+ * (one waiting in a single-statement transaction) grants the lease to it
+ * in its own transaction, rather than freeing the key and letting the
+ * woken waiter write a grant of its own: one commit per hand-off instead
+ * of two.  The offer goes through the waiter's slot:
+ *
+ *	NONE ----(release offers: lease.c writes the grant)----> OFFERED
+ *	OFFERED --(the releaser's pre-commit: waiter still here)--> COMMITTING
+ *	COMMITTING --(the releaser's commit)--> GRANTED (token, commit LSN)
+ *	OFFERED / COMMITTING --(the releaser's abort)--> NONE
+ *
+ * Every change wakes the waiter.  A GRANTED waiter flushes the WAL up to
+ * the releaser's commit (a no-op when the releaser flushed it) and
+ * returns the token; it never writes.  A waiter that leaves while OFFERED
+ * (its wait ran out, or it was cancelled) withdraws: the releaser finds
+ * its slot gone at pre-commit and frees the key instead.  COMMITTING lasts
+ * only while the releaser writes its commit record; a waiter that leaves
+ * then waits for the outcome (see dlock_wait_leave).
+ *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
  *
@@ -39,6 +58,8 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "access/xlog.h"
+#include "replication/syncrep.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -62,6 +83,12 @@ typedef struct DlockWaitSlot
 	TimestampTz since;
 	Oid			dboid;
 	Oid			owner;			/* the waiting role */
+	int64		ttl_us;			/* the ttl it asked for */
+	bool		takes_grant;	/* a release may grant the lease to it */
+	DlockOfferState offer;		/* see "Hand-off" above */
+	int64		grant_token;	/* GRANTED: the lease's token, */
+	TimestampTz grant_expires;	/* its expiry */
+	XLogRecPtr	grant_lsn;		/* and the end of the granting commit */
 	char		key[DLOCK_MAX_KEY_BYTES + 1];
 	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockWaitSlot;
@@ -90,6 +117,21 @@ leave_slot_locked(void)
 	waitq->slots[my_slot].in_use = false;
 	pg_atomic_fetch_sub_u32(&waitq->nwaiters, 1);
 	my_slot = -1;
+}
+
+/* copy out this waiter's committed grant, if it has one; under the lock */
+static bool
+take_grant_locked(DlockGrant *g)
+{
+	DlockWaitSlot *s = &waitq->slots[my_slot];
+
+	if (s->offer != DLOCK_OFFER_GRANTED)
+		return false;
+	g->token = s->grant_token;
+	g->expires_at = s->grant_expires;
+	g->lsn = s->grant_lsn;
+	s->offer = DLOCK_OFFER_NONE;
+	return true;
 }
 
 /* the head waiter's slot for a key, or -1; caller holds the LWLock */
@@ -188,12 +230,19 @@ dlock_wait_queue_blocks(uint64 hash)
 static void
 wait_exit_callback(int code, Datum arg)
 {
-	dlock_wait_leave();
+	DlockGrant	g;
+
+	(void) dlock_wait_leave(&g);
 }
 
-/* Join the queue for a key.  Without shared memory there is no queue. */
+/*
+ * Join the queue for a key.  takes_grant: a release may grant the lease
+ * to this waiter in the release's own transaction (see "Hand-off").
+ * Without shared memory there is no queue.
+ */
 void
-dlock_wait_enqueue(uint64 hash, text *key, text *holder)
+dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
+				   bool takes_grant)
 {
 	DlockWaitSlot *s = NULL;
 
@@ -226,6 +275,9 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder)
 		s->since = GetCurrentTimestamp();
 		s->dboid = MyDatabaseId;
 		s->owner = GetUserId();
+		s->ttl_us = ttl_us;
+		s->takes_grant = takes_grant;
+		s->offer = DLOCK_OFFER_NONE;
 		text_to_cstring_buffer(key, s->key, sizeof(s->key));
 		text_to_cstring_buffer(holder, s->holder, sizeof(s->holder));
 		pg_atomic_fetch_add_u32(&waitq->nwaiters, 1);
@@ -234,21 +286,197 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder)
 	/* no free slot cannot happen (one per backend); then we just poll */
 }
 
+/* the state of this waiter's offer, read under the lock */
+static DlockOfferState
+my_offer_state(void)
+{
+	DlockOfferState st;
+
+	LWLockAcquire(waitq->lock, LW_SHARED);
+	st = waitq->slots[my_slot].offer;
+	LWLockRelease(waitq->lock);
+	return st;
+}
+
+/*
+ * Wait, without taking interrupts, while a releaser writes the commit
+ * record of the grant it offered this waiter; it wakes this backend as
+ * soon as it knows the outcome.  Lasts a WAL flush at most.
+ */
+static void
+wait_for_commit_outcome(void)
+{
+	while (my_offer_state() == DLOCK_OFFER_COMMITTING)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
 /*
  * Leave the queue, if in it.  If this backend was the head, the next
  * waiter becomes head and is woken: the key may be free now.
+ *
+ * Returns true, with the grant in *g, when a release granted the lease to
+ * this waiter and committed: the lease is this waiter's now, also when it
+ * leaves because of an error.  An offer not yet committing is withdrawn.
  */
-void
-dlock_wait_leave(void)
+bool
+dlock_wait_leave(DlockGrant *g)
 {
 	uint64		hash;
+	bool		granted;
 
 	if (waitq == NULL || my_slot < 0)
-		return;
+		return false;
+	wait_for_commit_outcome();
 	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
 	hash = waitq->slots[my_slot].key_hash;
+	granted = take_grant_locked(g);
 	leave_slot_locked();
-	wake_head_locked(hash);
+	if (!granted)
+		wake_head_locked(hash);
+	LWLockRelease(waitq->lock);
+	return granted;
+}
+
+/*
+ * Whether a release has granted the lease to this waiter and committed
+ * (then it leaves with dlock_wait_leave, which hands over the grant).
+ * *pending is set while an offer awaits its releaser's commit: the waiter
+ * must not try the key itself meanwhile, nor give up.
+ */
+bool
+dlock_wait_granted(bool *pending)
+{
+	DlockOfferState st;
+
+	*pending = false;
+	if (waitq == NULL || my_slot < 0)
+		return false;
+	st = my_offer_state();
+	*pending = (st == DLOCK_OFFER_OFFERED || st == DLOCK_OFFER_COMMITTING);
+	return st == DLOCK_OFFER_GRANTED;
+}
+
+/*
+ * Make a grant received from a releaser as durable as this waiter's own
+ * commit would have made it (flushed, and replicated as its
+ * synchronous_commit asks) before its token is returned.  A no-op when
+ * the releaser's commit did that already.
+ */
+void
+dlock_wait_grant_durable(const DlockGrant *g)
+{
+	XLogFlush(g->lsn);
+	if (synchronous_commit > SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
+		SyncRepWaitForLSN(g->lsn, false);
+}
+
+/* ---- the releaser's side of a hand-off ---- */
+
+/* the offered slot, if its waiter is still the one offered to */
+static DlockWaitSlot *
+offered_slot_locked(const DlockOffer *o)
+{
+	DlockWaitSlot *s = &waitq->slots[o->slot];
+
+	return (s->in_use && s->ticket == o->ticket) ? s : NULL;
+}
+
+/*
+ * Offer the lease of a key this transaction frees to the head of its
+ * queue.  True, with the waiter's holder, role and ttl in *o, when the
+ * head takes grants and has no offer yet; the caller then writes the
+ * grant, fills in o->token and o->expires_at, and keeps *o to the end of
+ * its transaction.
+ */
+bool
+dlock_wait_offer(uint64 hash, DlockOffer *o)
+{
+	int			head;
+	bool		ok = false;
+
+	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
+		return false;
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	head = queue_head_locked(hash);
+	if (head >= 0 && head != my_slot)
+	{
+		DlockWaitSlot *s = &waitq->slots[head];
+
+		if (s->takes_grant && s->offer == DLOCK_OFFER_NONE)
+		{
+			s->offer = DLOCK_OFFER_OFFERED;
+			o->slot = head;
+			o->ticket = s->ticket;
+			o->owner = s->owner;
+			o->ttl_us = s->ttl_us;
+			o->holder = cstring_to_text(s->holder);
+			ok = true;
+		}
+	}
+	LWLockRelease(waitq->lock);
+	return ok;
+}
+
+/*
+ * At the releaser's pre-commit.  stands: the grant row is still as it
+ * was written.  Returns true when the offer goes on to commit (the waiter
+ * is still there and the grant stands); false when the waiter withdrew,
+ * or the grant does not stand and the waiter is told so.
+ */
+bool
+dlock_wait_offer_settle(const DlockOffer *o, bool stands)
+{
+	DlockWaitSlot *s;
+	bool		goes_on = false;
+
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	s = offered_slot_locked(o);
+	if (s != NULL && s->offer == DLOCK_OFFER_OFFERED)
+	{
+		if (stands)
+		{
+			s->offer = DLOCK_OFFER_COMMITTING;
+			goes_on = true;
+		}
+		else
+		{
+			s->offer = DLOCK_OFFER_NONE;
+			SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
+		}
+	}
+	LWLockRelease(waitq->lock);
+	return goes_on;
+}
+
+/*
+ * At the releaser's commit or abort: tell the waiter the outcome and wake
+ * it.  lsn: the end of the commit record.
+ */
+void
+dlock_wait_offer_end(const DlockOffer *o, bool committed, XLogRecPtr lsn)
+{
+	DlockWaitSlot *s;
+
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	s = offered_slot_locked(o);
+	if (s != NULL && s->offer != DLOCK_OFFER_NONE &&
+		s->offer != DLOCK_OFFER_GRANTED)
+	{
+		if (committed && s->offer == DLOCK_OFFER_COMMITTING)
+		{
+			s->offer = DLOCK_OFFER_GRANTED;
+			s->grant_token = o->token;
+			s->grant_expires = o->expires_at;
+			s->grant_lsn = lsn;
+		}
+		else
+			s->offer = DLOCK_OFFER_NONE;
+		SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
+	}
 	LWLockRelease(waitq->lock);
 }
 

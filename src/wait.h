@@ -8,6 +8,7 @@
 #ifndef DLOCK_WAIT_H
 #define DLOCK_WAIT_H
 
+#include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 
 #include "dlock.h"
@@ -23,12 +24,48 @@ typedef struct DlockWaiter
 	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockWaiter;
 
+/* a hand-off offered to a waiter (see wait.c, "Hand-off") */
+typedef enum DlockOfferState
+{
+	DLOCK_OFFER_NONE = 0,
+	DLOCK_OFFER_OFFERED,
+	DLOCK_OFFER_COMMITTING,
+	DLOCK_OFFER_GRANTED
+} DlockOfferState;
+
+/* the releaser's record of an offer, kept to the end of its transaction */
+typedef struct DlockOffer
+{
+	int			slot;			/* the waiter's slot */
+	uint64		ticket;			/* and its ticket: the slot may be reused */
+	text	   *holder;			/* the waiter's holder, role and ttl */
+	Oid			owner;
+	int64		ttl_us;
+	int64		token;			/* the grant written (filled in by lease.c) */
+	TimestampTz expires_at;
+} DlockOffer;
+
+/* what a waiter receives */
+typedef struct DlockGrant
+{
+	int64		token;
+	TimestampTz expires_at;
+	XLogRecPtr	lsn;			/* end of the granting commit record */
+} DlockGrant;
+
 extern bool dlock_wait_wake_key(uint64 hash);
 extern void dlock_wait_wake_all_heads(void);
 extern void dlock_wait_yield(void);
 extern bool dlock_wait_queue_blocks(uint64 hash);
-extern void dlock_wait_enqueue(uint64 hash, text *key, text *holder);
-extern void dlock_wait_leave(void);
+extern void dlock_wait_enqueue(uint64 hash, text *key, text *holder,
+							   int64 ttl_us, bool takes_grant);
+extern bool dlock_wait_leave(DlockGrant *g);
+extern bool dlock_wait_granted(bool *pending);
+extern void dlock_wait_grant_durable(const DlockGrant *g);
+extern bool dlock_wait_offer(uint64 hash, DlockOffer *o);
+extern bool dlock_wait_offer_settle(const DlockOffer *o, bool stands);
+extern void dlock_wait_offer_end(const DlockOffer *o, bool committed,
+								 XLogRecPtr lsn);
 extern bool dlock_wait_sleep(int64 timeout_us);
 extern int	dlock_wait_list(DlockWaiter **out);
 extern void dlock_wait_shmem_request(void);

@@ -118,5 +118,33 @@ $node->start;
 is($node->safe_psql('postgres', "SELECT count(*) FROM dlock_locks WHERE key = 'f:kept'"),
 	'0', 'after a crash, the flushed release is still there');
 
+# a release that hands the key over to a waiter writes the waiter's grant
+# in its own commit, which may skip its flush (a release on its own) and
+# here also runs with synchronous_commit = off; the waiter must still not
+# return its token before that grant is flushed: after a crash right after
+# the waiter returns, the waiter holds the lease with that token
+acquire('f:hand');
+my $bg = $node->background_psql('postgres');
+$bg->query_until(qr/starting wait/,
+	    "\\echo starting wait\n"
+	  . "SELECT dlock_acquire('f:hand', 'w', '1 hour', '30 s');\n");
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'f:hand'")
+  or die "the waiter for f:hand does not show up";
+$node->safe_psql('postgres',
+	"SET synchronous_commit = off; SELECT dlock_release('f:hand', 'h')");
+my $got = $bg->query_until(qr/wait finished\n/, "\\echo wait finished\n");
+$got =~ s/\nwait finished\n//;
+$bg->quit;
+like($got, qr/^\d+$/, 'the waiter got the key handed over');
+$node->stop('immediate');
+$node->start;
+is( $node->safe_psql(
+		'postgres',
+		"SELECT coalesce((SELECT holder || ' ' || token FROM dlock_locks"
+		  . " WHERE key = 'f:hand'), 'free')"),
+	"w $got",
+	'after a crash, the waiter still holds the lease handed over to it, with its token');
+
 $node->stop;
 done_testing();
