@@ -13,7 +13,7 @@
 #             two statements = two transactions), each client on its own key:
 #               dlock       SELECT dlock_acquire('k'||id, 'c'||id, '30 s');
 #                           SELECT dlock_release('k'||id, 'c'||id);
-#               hand        hand_acquire(): UPDATE ... WHERE key = k AND
+#               hand        one prepared statement: UPDATE ... WHERE key = k AND
 #                           expires_at < clock_timestamp() (a first-time key:
 #                           INSERT ... ON CONFLICT DO NOTHING), token from a
 #                           sequence; CALL hand_release(): UPDATE (HOT, the row
@@ -32,7 +32,7 @@
 #  contended  failed acquires per second: one key is held for the whole run
 #             by a long-lived holder and every client hammers a try-acquire on it:
 #               dlock       dlock_acquire('hot', ...) -> NULL
-#               hand        hand_acquire() above: its UPDATE matches no row
+#               hand        the acquire statement above: its UPDATE matches no row
 #                           and writes nothing -> NULL
 #               advisory    pg_try_advisory_lock(...) -> false
 #  preload    issue 4: what preloading the library costs. The dlock pairs
@@ -143,20 +143,11 @@ CREATE SEQUENCE bench_token;
 -- the careful hand-written lease: an acquire that writes nothing when the key
 -- is held (UPDATE ... WHERE expired; a first-time key is inserted with
 -- ON CONFLICT DO NOTHING, which also writes nothing on a conflict), a fencing
--- token from a sequence, and a release that keeps the row (a HOT update) and
--- commits without waiting for its flush, as dlock's autocommit release does
-CREATE FUNCTION hand_acquire(k text, h text, ttl interval) RETURNS bigint
-LANGUAGE sql AS $$
-  WITH u AS (UPDATE bench_lease SET holder = h, token = nextval('bench_token'),
-                    expires_at = clock_timestamp() + ttl
-              WHERE key = k AND expires_at < clock_timestamp() RETURNING token),
-       i AS (INSERT INTO bench_lease (key, holder, token, expires_at)
-             SELECT k, h, nextval('bench_token'), clock_timestamp() + ttl
-              WHERE NOT EXISTS (SELECT FROM u)
-                AND NOT EXISTS (SELECT FROM bench_lease WHERE key = k)
-             ON CONFLICT (key) DO NOTHING RETURNING token)
-  SELECT token FROM u UNION ALL SELECT token FROM i
-$$;
+-- token from a sequence, sent as one prepared statement (the pgbench scripts
+-- below: a SQL function would be planned anew at every call); and a release
+-- that keeps the row (a HOT update) and commits without waiting for its
+-- flush, as dlock's autocommit release does (a PL/pgSQL procedure, whose
+-- plans are kept: one round trip)
 CREATE PROCEDURE hand_release(k text, h text) LANGUAGE plpgsql AS $$
 BEGIN
   SET LOCAL synchronous_commit = off;
@@ -198,7 +189,7 @@ EOF
 cp "$WORK/sql/pairs_dlock.sql" "$WORK/sql/preload_dlock_pre.sql"
 cp "$WORK/sql/pairs_dlock.sql" "$WORK/sql/preload_dlock_nopre.sql"
 cat >"$WORK/sql/pairs_hand.sql" <<'EOF'
-SELECT hand_acquire('k' || :client_id, 'c' || :client_id, '30 s');
+WITH u AS (UPDATE bench_lease SET holder = 'c' || :client_id, token = nextval('bench_token'), expires_at = clock_timestamp() + interval '30 s' WHERE key = ('k' || :client_id) AND expires_at < clock_timestamp() RETURNING token), i AS (INSERT INTO bench_lease (key, holder, token, expires_at) SELECT ('k' || :client_id), 'c' || :client_id, nextval('bench_token'), clock_timestamp() + interval '30 s' WHERE NOT EXISTS (SELECT FROM u) AND NOT EXISTS (SELECT FROM bench_lease WHERE key = ('k' || :client_id)) ON CONFLICT (key) DO NOTHING RETURNING token) SELECT token FROM u UNION ALL SELECT token FROM i;
 CALL hand_release('k' || :client_id, 'c' || :client_id);
 EOF
 cat >"$WORK/sql/pairs_advisory.sql" <<'EOF'
@@ -212,7 +203,7 @@ cat >"$WORK/sql/contended_dlock.sql" <<'EOF'
 SELECT dlock_acquire('hot', 'c' || :client_id, '30 s');
 EOF
 cat >"$WORK/sql/contended_hand.sql" <<'EOF'
-SELECT hand_acquire('hot', 'c' || :client_id, '30 s');
+WITH u AS (UPDATE bench_lease SET holder = 'c' || :client_id, token = nextval('bench_token'), expires_at = clock_timestamp() + interval '30 s' WHERE key = 'hot' AND expires_at < clock_timestamp() RETURNING token), i AS (INSERT INTO bench_lease (key, holder, token, expires_at) SELECT 'hot', 'c' || :client_id, nextval('bench_token'), clock_timestamp() + interval '30 s' WHERE NOT EXISTS (SELECT FROM u) AND NOT EXISTS (SELECT FROM bench_lease WHERE key = 'hot') ON CONFLICT (key) DO NOTHING RETURNING token) SELECT token FROM u UNION ALL SELECT token FROM i;
 EOF
 cat >"$WORK/sql/contended_advisory.sql" <<'EOF'
 SELECT pg_try_advisory_lock(1000000);
