@@ -124,7 +124,7 @@ may_hand_over(void)
 	return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;
 }
 
-static void
+static PendingOffer *
 remember_offer(const DlockOffer *o, text *key)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
@@ -140,6 +140,7 @@ remember_offer(const DlockOffer *o, text *key)
 		RegisterXactCallback(lease_offer_xact_callback, NULL);
 		offer_callback_registered = true;
 	}
+	return p;
 }
 
 /*
@@ -154,11 +155,13 @@ lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 
 	if (may_hand_over() && dlock_wait_offer(kl->hash, &o))
 	{
-		o.token = dlock_next_token();
-		o.expires_at = now + o.ttl_us;
-		lease_write_grant(s, key, l, o.holder, o.owner, o.token, o.ttl_us,
-						  now, o.expires_at);
-		remember_offer(&o, key);
+		/* remembered first: an error from here on must reach the waiter */
+		PendingOffer *p = remember_offer(&o, key);
+
+		p->offer.token = dlock_next_token();
+		p->offer.expires_at = now + o.ttl_us;
+		lease_write_grant(s, key, l, o.holder, o.owner, p->offer.token,
+						  o.ttl_us, now, p->offer.expires_at);
 	}
 	else
 		lease_write_free(s, key, l, now);
