@@ -15,6 +15,7 @@ OBJS = \
 	src/keylock.o \
 	src/keys.o \
 	src/lease.o \
+	src/handover.o \
 	src/lease_store.o \
 	src/store.o \
 	src/lease_sql.o \

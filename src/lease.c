@@ -23,28 +23,25 @@
  * of its own that frees a key with a waiter at the head of its queue
  * grants the lease to that waiter in the same write, with a new token,
  * instead of freeing it: the hand-off then costs one commit, not a
- * release commit followed by the waiter's own.  The offer and its
- * outcome go through the waiter's slot (wait.c, "Hand-off"); this file
- * keeps the offers of the transaction and settles them when it ends.
+ * release commit followed by the waiter's own (handover.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "dlock.h"
 #include "keylock.h"
 #include "lease.h"
+#include "handover.h"
 #include "lease_store.h"
 #include "spi_access.h"
 #include "stats.h"
@@ -52,179 +49,6 @@
 #include "token.h"
 #include "wait.h"
 #include "xact.h"
-
-/* ---- row writes (lease_store.c does the table access) ---- */
-
-/* a new grant: insert the row, or overwrite a free or expired one */
-static void
-lease_write_grant(DlockStore *s, text *key, const DlockLease *old,
-				  text *holder, Oid role, int64 token, int64 ttl_us,
-				  TimestampTz now, TimestampTz expires)
-{
-	DlockLease	v = *old;
-
-	v.held = true;
-	v.holder = holder;
-	v.owner = role;
-	v.token = token;
-	v.ttl_us = ttl_us;
-	v.acquired_at = now;
-	v.expires_at = expires;
-	dlock_lease_store_write(s, key, &v);
-}
-
-static void
-lease_write_extend(DlockStore *s, text *key, const DlockLease *old,
-				   int64 ttl_us, TimestampTz expires)
-{
-	DlockLease	v = *old;
-
-	v.ttl_us = ttl_us;
-	v.expires_at = expires;
-	dlock_lease_store_write(s, key, &v);
-}
-
-/* free the key; its row stays (with its last token) for HOT reuse */
-static void
-lease_write_free(DlockStore *s, text *key, const DlockLease *old,
-				 TimestampTz now)
-{
-	DlockLease	v = *old;
-
-	v.held = false;
-	v.holder = NULL;
-	v.owner = InvalidOid;
-	v.expires_at = now;
-	dlock_lease_store_write(s, key, &v);
-}
-
-/* ---- hand-over to the head waiter ---- */
-
-/* one offer made by this transaction */
-typedef struct PendingOffer
-{
-	DlockOffer	offer;
-	text	   *key;
-} PendingOffer;
-
-/* this transaction's offers, in TopTransactionContext */
-static List *pending_offers = NIL;
-static bool offer_callback_registered = false;
-
-static void lease_offer_xact_callback(XactEvent event, void *arg);
-
-/*
- * A release may hand the key over only in a transaction of its own: the
- * waiter learns the outcome at this transaction's end, which a
- * transaction block could put off indefinitely or make a PREPARE.
- */
-static bool
-may_hand_over(void)
-{
-	return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;
-}
-
-static PendingOffer *
-remember_offer(const DlockOffer *o, text *key)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-	PendingOffer *p = palloc(sizeof(PendingOffer));
-
-	p->offer = *o;
-	p->offer.holder = NULL;		/* not needed past the write */
-	p->key = DatumGetTextPCopy(PointerGetDatum(key));
-	pending_offers = lappend(pending_offers, p);
-	MemoryContextSwitchTo(old);
-	if (!offer_callback_registered)
-	{
-		RegisterXactCallback(lease_offer_xact_callback, NULL);
-		offer_callback_registered = true;
-	}
-	return p;
-}
-
-/*
- * Free key's lease (read under its exclusive lock as *l), or grant it to
- * the head of its queue when a waiter there takes grants.
- */
-static void
-lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
-						TimestampTz now, const DlockKeyLock *kl)
-{
-	DlockOffer	o;
-
-	if (may_hand_over() && dlock_wait_offer(kl->hash, &o))
-	{
-		/* remembered first: an error from here on must reach the waiter */
-		PendingOffer *p = remember_offer(&o, key);
-
-		p->offer.token = dlock_next_token();
-		p->offer.expires_at = now + o.ttl_us;
-		lease_write_grant(s, key, l, o.holder, o.owner, p->offer.token,
-						  o.ttl_us, now, p->offer.expires_at);
-	}
-	else
-		lease_write_free(s, key, l, now);
-	dlock_xact_note_key(kl);
-}
-
-/*
- * Pre-commit: each offer goes on to commit if its grant still stands and
- * its waiter is still there.  A waiter that withdrew (its wait ran out,
- * or it was cancelled) gets nothing: the key is freed instead, and its
- * queue's next head is woken when this transaction's locks go.
- */
-static void
-settle_offers(void)
-{
-	ListCell   *lc;
-	DlockStore	s;
-
-	dlock_lease_store_open(&s);
-	foreach(lc, pending_offers)
-	{
-		PendingOffer *p = lfirst(lc);
-		DlockLease	l;
-		bool		stands;
-
-		dlock_lease_store_fetch(&s, p->key, &l);
-		stands = l.held && l.token == p->offer.token &&
-			l.owner == p->offer.owner;
-		if (!dlock_wait_offer_settle(&p->offer, stands) && stands)
-			lease_write_free(&s, p->key, &l, GetCurrentTimestamp());
-	}
-	dlock_store_close(&s);
-}
-
-static void
-lease_offer_xact_callback(XactEvent event, void *arg)
-{
-	ListCell   *lc;
-
-	if (pending_offers == NIL)
-		return;
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-			settle_offers();
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_ABORT:
-			foreach(lc, pending_offers)
-				dlock_wait_offer_end(&((PendingOffer *) lfirst(lc))->offer,
-									 event == XACT_EVENT_COMMIT,
-									 XactLastCommitEnd);
-			/* the memory goes with TopTransactionContext */
-			pending_offers = NIL;
-			break;
-		case XACT_EVENT_PRE_PREPARE:
-			/* may_hand_over() rules this out */
-			elog(ERROR, "dlock: a transaction that handed a lease over cannot be prepared");
-			break;
-		default:
-			break;
-	}
-}
 
 /* ---- decisions ---- */
 
@@ -291,6 +115,43 @@ maybe_cleanup(void)
 }
 
 /*
+ * The unlocked first look of an acquire: false, with the answer in *res,
+ * when the key cannot be had whatever happens under its lock.
+ */
+static bool
+worth_locking(DlockStore *s, text *key, text *holder, Oid role,
+			  bool queue_blocks, DlockAcquireResult *res,
+			  TimestampTz *expires_at)
+{
+	DlockLease	l;
+	bool		ours_live;
+
+	dlock_lease_store_fetch(s, key, &l);
+	ours_live = lease_live(&l, GetCurrentTimestamp()) &&
+		lease_is_ours(&l, holder, role);
+
+	/* someone else's live lease: answer at once, touching nothing */
+	if (lease_live(&l, GetCurrentTimestamp()) && !ours_live)
+	{
+		*expires_at = l.expires_at;
+		*res = DLOCK_ACQ_BUSY;
+		return false;
+	}
+
+	/*
+	 * free, but waiters queue for it: they come first, also before the
+	 * holder of a lease that ran out (only a live lease of one's own may be
+	 * extended past the queue)
+	 */
+	if (queue_blocks && !ours_live)
+	{
+		*res = DLOCK_ACQ_QUEUED;
+		return false;
+	}
+	return true;
+}
+
+/*
  * One attempt to acquire; never waits.  See DlockAcquireResult.
  *
  * woken: the caller is a waiter just woken at the head of the key's queue,
@@ -314,30 +175,11 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		return DLOCK_ACQ_QUEUED;
 
 	dlock_lease_store_open(&s);
-
-	if (!woken)
+	if (!woken && !worth_locking(&s, key, holder, role, queue_blocks, &res,
+								 expires_at))
 	{
-		/* someone else's live lease: answer at once, touching nothing */
-		dlock_lease_store_fetch(&s, key, &l);
-		if (lease_live(&l, GetCurrentTimestamp()) &&
-			!lease_is_ours(&l, holder, role))
-		{
-			*expires_at = l.expires_at;
-			dlock_store_close(&s);
-			return DLOCK_ACQ_BUSY;
-		}
-
-		/*
-		 * free, but waiters queue for it: they come first, also before the
-		 * holder of a lease that ran out (only a live lease of one's own may
-		 * be extended past the queue)
-		 */
-		if (queue_blocks && !(lease_live(&l, GetCurrentTimestamp()) &&
-							  lease_is_ours(&l, holder, role)))
-		{
-			dlock_store_close(&s);
-			return DLOCK_ACQ_QUEUED;
-		}
+		dlock_store_close(&s);
+		return res;
 	}
 
 	/* another open transaction works on this key: do not wait for it */
@@ -359,7 +201,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 			dlock_store_close(&s);
 			return DLOCK_ACQ_BUSY;
 		}
-		lease_write_extend(&s, key, &l, ttl_us, *expires_at);
+		dlock_lease_store_extend(&s, key, &l, ttl_us, *expires_at);
 		*token = l.token;
 		res = DLOCK_ACQ_EXTENDED;
 		dlock_xact_note_key(&kl);
@@ -374,7 +216,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 	else
 	{
 		*token = dlock_next_token();
-		lease_write_grant(&s, key, &l, holder, role, *token, ttl_us,
+		dlock_lease_store_grant(&s, key, &l, holder, role, *token, ttl_us,
 						  now, *expires_at);
 		res = l.held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
 		dlock_xact_note_key(&kl);
@@ -434,7 +276,7 @@ dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 	{
 		DlockKeyLock kl = lease_keylock(key);
 
-		lease_free_or_hand_over(&s, key, &l, now, &kl);
+		dlock_lease_free_or_hand_over(&s, key, &l, now, &kl);
 	}
 	dlock_store_close(&s);
 	if (ok)
@@ -460,7 +302,7 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 
 		if (ttl_us < 0)
 			ttl_us = l.ttl_us;
-		lease_write_extend(&s, key, &l, ttl_us, now + ttl_us);
+		dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);
 		/* the key lock is kept to the end: its waiters wake then */
 		dlock_xact_note_key(&kl);
 	}
@@ -523,7 +365,7 @@ dlock_lease_release_all(text *holder)
 		{
 			DlockKeyLock kl = lease_keylock(keys[i]);
 
-			lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
+			dlock_lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
 			freed++;
 		}
 	}
@@ -550,7 +392,7 @@ dlock_lease_force_release(text *key)
 	now = GetCurrentTimestamp();
 	ok = lease_live(&l, now);
 	if (ok)
-		lease_free_or_hand_over(&s, key, &l, now, &kl);
+		dlock_lease_free_or_hand_over(&s, key, &l, now, &kl);
 	else
 		give_back_key(&kl, ExclusiveLock);
 	dlock_store_close(&s);

@@ -150,7 +150,7 @@ index_row(DlockStore *s, HeapTuple tup, bool key_unchanged)
  * caller read under the key's lock.  The change is visible to the next
  * read of this transaction.
  */
-void
+static void
 dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 {
 	HeapTuple	tup = form_row(s, key, v);
@@ -169,6 +169,52 @@ dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 	}
 	heap_freetuple(tup);
 	CommandCounterIncrement();
+}
+
+/* ---- the three kinds of row write of the lease decisions ---- */
+
+/* a new grant: insert the row, or overwrite a free or expired one */
+void
+dlock_lease_store_grant(DlockStore *s, text *key, const DlockLease *old,
+						text *holder, Oid role, int64 token, int64 ttl_us,
+						TimestampTz now, TimestampTz expires)
+{
+	DlockLease	v = *old;
+
+	v.held = true;
+	v.holder = holder;
+	v.owner = role;
+	v.token = token;
+	v.ttl_us = ttl_us;
+	v.acquired_at = now;
+	v.expires_at = expires;
+	dlock_lease_store_write(s, key, &v);
+}
+
+/* a new expiry (and ttl) for the same grant */
+void
+dlock_lease_store_extend(DlockStore *s, text *key, const DlockLease *old,
+						 int64 ttl_us, TimestampTz expires)
+{
+	DlockLease	v = *old;
+
+	v.ttl_us = ttl_us;
+	v.expires_at = expires;
+	dlock_lease_store_write(s, key, &v);
+}
+
+/* free the key; its row stays (with its last token) for HOT reuse */
+void
+dlock_lease_store_free(DlockStore *s, text *key, const DlockLease *old,
+					   TimestampTz now)
+{
+	DlockLease	v = *old;
+
+	v.held = false;
+	v.holder = NULL;
+	v.owner = InvalidOid;
+	v.expires_at = now;
+	dlock_lease_store_write(s, key, &v);
 }
 
 /* ---- sweeps over many rows, as SQL (between dlock_spi_begin and _end) ---- */

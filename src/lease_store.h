@@ -30,8 +30,15 @@ typedef struct DlockLease
 /* dlock.lease, opened for one call (store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
-extern void dlock_lease_store_write(DlockStore *s, text *key,
-									const DlockLease *v);
+extern void dlock_lease_store_grant(DlockStore *s, text *key,
+									const DlockLease *old, text *holder,
+									Oid role, int64 token, int64 ttl_us,
+									TimestampTz now, TimestampTz expires);
+extern void dlock_lease_store_extend(DlockStore *s, text *key,
+									 const DlockLease *old, int64 ttl_us,
+									 TimestampTz expires);
+extern void dlock_lease_store_free(DlockStore *s, text *key,
+								   const DlockLease *old, TimestampTz now);
 extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
 											uint64 *n);
 extern text **dlock_lease_store_idle_keys(TimestampTz before, int limit,

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * handover.h
+ *		Freeing a lease, or handing it over to the head waiter of its key
+ *		(handover.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_HANDOVER_H
+#define DLOCK_HANDOVER_H
+
+#include "datatype/timestamp.h"
+
+#include "keylock.h"
+#include "lease_store.h"
+
+extern void dlock_lease_free_or_hand_over(DlockStore *s, text *key,
+										  const DlockLease *l,
+										  TimestampTz now,
+										  const DlockKeyLock *kl);
+
+#endif							/* DLOCK_HANDOVER_H */
