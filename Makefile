@@ -39,7 +39,7 @@ DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock_proxy--0.3.s
 PGFILEDESC = "dlock - lease locks with fencing tokens"
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = lease_basic lease_errors lease_roles \
+REGRESS = idle_sweep lease_basic lease_errors lease_roles \
 	wait_isolation_levels \
 	claim_basic claim_errors claim_roles \
 	hostile_input claim_complete claim_ranges views_roles claim_review promises upgrade
@@ -76,15 +76,21 @@ dist:
 .PHONY: dist
 
 # The dlock command line (cli/): a libpq program, installed next to
-# pg_config --bindir, with its man page.
+# pg_config --bindir, with its man page under pg_config's mandir.  Those
+# may be off PATH and MANPATH (Debian: /usr/lib/postgresql/NN/bin); to put
+# the two elsewhere, e.g.
+#   make install-cli CLI_BINDIR=/usr/local/bin CLI_MANDIR=/usr/local/share/man
 CLI_SRCS = cli/dlock.c cli/run.c cli/db.c
+CLI_BINDIR = $(bindir)
+CLI_MANDIR = $(mandir)
 all: cli/dlock
 cli/dlock: $(CLI_SRCS) cli/dlock_cli.h
 	$(CC) $(CFLAGS) -Wall -Wextra -Wno-unused-parameter -I$(includedir) $(CLI_SRCS) \
 		-L$(libdir) $(LDFLAGS_EX) -lpq -o $@
 install: install-cli
 install-cli: cli/dlock
-	$(MKDIR_P) '$(DESTDIR)$(bindir)' '$(DESTDIR)$(mandir)/man1'
-	$(INSTALL_PROGRAM) cli/dlock '$(DESTDIR)$(bindir)/dlock'
-	$(INSTALL_DATA) $(srcdir)/cli/dlock.1 '$(DESTDIR)$(mandir)/man1/dlock.1'
+	$(MKDIR_P) '$(DESTDIR)$(CLI_BINDIR)' '$(DESTDIR)$(CLI_MANDIR)/man1'
+	$(INSTALL_PROGRAM) cli/dlock '$(DESTDIR)$(CLI_BINDIR)/dlock'
+	$(INSTALL_DATA) $(srcdir)/cli/dlock.1 '$(DESTDIR)$(CLI_MANDIR)/man1/dlock.1'
+	@echo 'dlock: installed $(DESTDIR)$(CLI_BINDIR)/dlock and $(DESTDIR)$(CLI_MANDIR)/man1/dlock.1'
 .PHONY: install-cli

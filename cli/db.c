@@ -6,30 +6,155 @@
  *		PGUSER, PGPASSWORD, .pgpass, PGSERVICE, sslmode), reconnected when
  *		it breaks.
  *
- * Every call is one parameterised statement (PQexecParams: the unnamed
+ * Every call is one parameterised statement (PQsendQueryParams: the unnamed
  * prepared statement of the extended protocol), so it works behind
  * pgbouncer in transaction mode: no session state, no named statements.
  *
+ * Nothing here blocks past db->deadline: the connection is made with
+ * PQconnectStartParams/PQconnectPoll and the statement sent and its answer
+ * read with libpq's asynchronous calls, waiting in poll() on the socket (and
+ * on db->wake_fd, so that dlock run keeps passing signals on to CMD while
+ * it waits).  A statement still unanswered at the deadline is cancelled and
+ * its connection closed.  libpq's connect_timeout bounds the connection
+ * too, though for all of a conninfo's hosts together (libpq itself moves
+ * to the next host when one times out; PQconnectPoll does not).  TCP
+ * keepalives are on unless the conninfo says otherwise, so that a dead
+ * peer is noticed on an idle connection.  Host names are resolved by
+ * PQconnectPoll, which blocks while it does: use hostaddr to avoid that.
+ *
  *-------------------------------------------------------------------------
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dlock_cli.h"
+
+/*
+ * Wait until the connection's socket is ready for events, calling on_wake
+ * whenever wake_fd is readable.  False at the deadline (and *timed_out set)
+ * or on a poll() error.
+ */
+static bool
+wait_socket(Db *db, int events, long long deadline, bool *timed_out)
+{
+	for (;;)
+	{
+		struct pollfd pfd[2];
+		nfds_t		n = 1;
+		long long	left = deadline > 0 ? deadline - now_ms() : -1;
+
+		if (deadline > 0 && left <= 0)
+		{
+			*timed_out = true;
+			return false;
+		}
+		pfd[0].fd = PQsocket(db->conn);
+		pfd[0].events = (short) events;
+		pfd[0].revents = 0;
+		if (db->on_wake)
+		{
+			pfd[1].fd = db->wake_fd;
+			pfd[1].events = POLLIN;
+			pfd[1].revents = 0;
+			n = 2;
+		}
+		if (poll(pfd, n, left > INT_MAX ? INT_MAX : (int) left) < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			snprintf(db->error, sizeof(db->error), "poll: %s\n", strerror(errno));
+			return false;
+		}
+		if (n == 2 && pfd[1].revents != 0)
+			db->on_wake(db->wake_arg);
+		if (pfd[0].revents != 0)
+			return true;
+	}
+}
+
+/*
+ * When the connection is made at the latest: the deadline, or sooner if
+ * the connection's connect_timeout (as libpq reads it: at least 2 s, 0 for
+ * none) comes first.
+ */
+static long long
+connect_deadline(Db *db)
+{
+	PQconninfoOption *opts = PQconninfo(db->conn);
+	long long	deadline = db->deadline;
+
+	for (PQconninfoOption *opt = opts; opt && opt->keyword; opt++)
+	{
+		if (strcmp(opt->keyword, "connect_timeout") == 0 && opt->val)
+		{
+			long		t = strtol(opt->val, NULL, 10);
+
+			if (t > 0)
+			{
+				long long	at = now_ms() + (t < 2 ? 2 : t) * 1000LL;
+
+				if (deadline <= 0 || at < deadline)
+					deadline = at;
+			}
+		}
+	}
+	PQconninfoFree(opts);
+	return deadline;
+}
 
 bool
 db_connect(Db *db)
 {
+	/* keepalives first: what the conninfo (dbname, expanded) says wins */
+	const char *const kw[] = {"keepalives", "keepalives_idle", "keepalives_interval",
+	"keepalives_count", "dbname", NULL};
+	const char *const val[] = {"1", "10", "5", "3", db->conninfo, NULL};
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	long long	deadline;
+	bool		timed_out = false;
+
 	if (db->conn && PQstatus(db->conn) == CONNECTION_OK)
 		return true;
-	if (db->conn)
-		PQfinish(db->conn);
-	db->conn = PQconnectdb(db->conninfo ? db->conninfo : "");
-	if (PQstatus(db->conn) != CONNECTION_OK)
+	db_close(db);
+	db->conn = PQconnectStartParams(kw, val, 1);
+	if (db->conn == NULL)
+	{
+		snprintf(db->error, sizeof(db->error), "out of memory\n");
+		return false;
+	}
+	deadline = connect_deadline(db);
+	while (PQstatus(db->conn) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
+		   st != PGRES_POLLING_FAILED)
+	{
+		if (!wait_socket(db, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline,
+						 &timed_out))
+			break;
+		st = PQconnectPoll(db->conn);
+	}
+	if (st != PGRES_POLLING_OK || PQstatus(db->conn) != CONNECTION_OK)
+	{
+		if (timed_out)
+			snprintf(db->error, sizeof(db->error),
+					 "connection to server at \"%s\" not made in time\n",
+					 PQhost(db->conn) ? PQhost(db->conn) : "");
+		else if (PQstatus(db->conn) == CONNECTION_BAD)
+			snprintf(db->error, sizeof(db->error), "%s", PQerrorMessage(db->conn));
+		db_close(db);
+		return false;
+	}
+	/* sends must not block either */
+	if (PQsetnonblocking(db->conn, 1) != 0)
 	{
 		snprintf(db->error, sizeof(db->error), "%s", PQerrorMessage(db->conn));
-		PQfinish(db->conn);
-		db->conn = NULL;
+		db_close(db);
 		return false;
 	}
 	return true;
@@ -44,31 +169,95 @@ db_close(Db *db)
 }
 
 /*
- * Run sql with its text parameters; on success *res holds the result
- * (PQclear it).  A broken connection is closed, to be made again by the
- * next call.
+ * Ask the server to cancel the statement it has not answered.  PQcancel
+ * waits for the server to close its cancel connection, which a hung
+ * server never does, so a helper process sends it (detached: a child that
+ * forks the sender and exits at once), gives up after 10 s, and leaves
+ * dlock's standard output and error alone (a shell reading them would
+ * wait for it).
  */
-DbResult
-db_rows(Db *db, const char *sql, int nparams, const char *const *params,
-		PGresult **res)
+static void
+send_cancel(Db *db)
 {
-	PGresult   *r;
-	const char *state;
+	PGcancel   *cancel = PQgetCancel(db->conn);
+	pid_t		pid;
 
-	*res = NULL;
-	db->sqlstate[0] = '\0';
-	if (!db_connect(db))
-		return DB_UNREACHABLE;
-	r = PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK)
+	if (cancel == NULL)
+		return;
+	pid = fork();
+	if (pid == 0)
 	{
-		*res = r;
-		return DB_OK;
+		if (fork() == 0)
+		{
+			char		err[256];
+			int			null = open("/dev/null", O_RDWR);
+
+			for (int fd = 0; fd <= 2 && null >= 0; fd++)
+				dup2(null, fd);
+			signal(SIGINT, SIG_DFL);	/* not dlock run's handlers */
+			signal(SIGTERM, SIG_DFL);
+			signal(SIGHUP, SIG_DFL);
+			signal(SIGCHLD, SIG_DFL);
+			alarm(10);
+			(void) PQcancel(cancel, err, sizeof(err));
+		}
+		_exit(0);
 	}
-	state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	if (pid > 0)
+		(void) waitpid(pid, NULL, 0);
+	PQfreeCancel(cancel);
+}
+
+/*
+ * Send sql and read its answer, waiting at most until the deadline: the
+ * last result, or NULL (the connection broke, or *timed_out).
+ */
+static PGresult *
+exchange(Db *db, const char *sql, int nparams, const char *const *params,
+		 bool *timed_out)
+{
+	PGconn	   *conn = db->conn;
+	PGresult   *res = NULL;
+	PGresult   *r;
+	int			f;
+
+	if (!PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0))
+		return NULL;
+	while ((f = PQflush(conn)) > 0)
+	{
+		if (!wait_socket(db, POLLIN | POLLOUT, db->deadline, timed_out) ||
+			!PQconsumeInput(conn))
+			return NULL;
+	}
+	if (f < 0)
+		return NULL;
+	for (;;)
+	{
+		while (PQisBusy(conn))
+		{
+			if (!wait_socket(db, POLLIN, db->deadline, timed_out) ||
+				!PQconsumeInput(conn))
+			{
+				PQclear(res);
+				return NULL;
+			}
+		}
+		if ((r = PQgetResult(conn)) == NULL)
+			break;
+		PQclear(res);
+		res = r;
+	}
+	return res;
+}
+
+/* what an error result means for the caller */
+static DbResult
+classify_error(Db *db, PGresult *r)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
 	snprintf(db->sqlstate, sizeof(db->sqlstate), "%s", state ? state : "");
-	snprintf(db->error, sizeof(db->error), "%s", PQerrorMessage(db->conn));
-	PQclear(r);
+	snprintf(db->error, sizeof(db->error), "%s", PQresultErrorMessage(r));
 	if (PQstatus(db->conn) != CONNECTION_OK)
 	{
 		db_close(db);
@@ -85,6 +274,46 @@ db_rows(Db *db, const char *sql, int nparams, const char *const *params,
 		return DB_UNREACHABLE;
 	}
 	return DB_ERROR;
+}
+
+/*
+ * Run sql with its text parameters; on success *res holds the result
+ * (PQclear it).  A broken connection, or one whose statement the deadline
+ * cut short, is closed, to be made again by the next call.
+ */
+DbResult
+db_rows(Db *db, const char *sql, int nparams, const char *const *params,
+		PGresult **res)
+{
+	PGresult   *r;
+	bool		timed_out = false;
+	DbResult	rc;
+
+	*res = NULL;
+	db->sqlstate[0] = '\0';
+	if (!db_connect(db))
+		return DB_UNREACHABLE;
+	r = exchange(db, sql, nparams, params, &timed_out);
+	if (r == NULL)
+	{
+		if (timed_out)
+		{
+			snprintf(db->error, sizeof(db->error), "no answer from the database in time\n");
+			send_cancel(db);
+		}
+		else
+			snprintf(db->error, sizeof(db->error), "%s", PQerrorMessage(db->conn));
+		db_close(db);
+		return DB_UNREACHABLE;
+	}
+	if (PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK)
+	{
+		*res = r;
+		return DB_OK;
+	}
+	rc = classify_error(db, r);
+	PQclear(r);
+	return rc;
 }
 
 /* A call returning one value: its text in out, or DB_NULL. */

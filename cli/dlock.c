@@ -29,8 +29,9 @@ static const char *usage_text =
 "  dlock force-release KEY                     free KEY whoever holds it (operators)\n"
 "\n"
 "Options:\n"
-"  -d, --dbname CONNINFO  conninfo string or URI (default: PGHOST, PGPORT, PGDATABASE,\n"
-"                         PGUSER, PGPASSWORD, .pgpass, PGSERVICE, as libpq does)\n"
+"  -d, --dbname CONNINFO  database name, conninfo string or URI (default: PGHOST,\n"
+"                         PGPORT, PGDATABASE, PGUSER, PGPASSWORD, .pgpass,\n"
+"                         PGSERVICE, as libpq does)\n"
 "  --ttl DURATION         lease length (default 30s)\n"
 "  --wait DURATION        how long to wait for the key (default 0: do not wait)\n"
 "  --holder NAME          holder name (default HOSTNAME:PID)\n"
@@ -133,7 +134,7 @@ db_failure(Db *db, DbResult rc)
 static int
 cmd_acquire(const Options *o)
 {
-	Db			db = {o->conninfo, NULL, "", ""};
+	Db			db = {.conninfo = o->conninfo};
 	char		ttl[64], wait[64], token[32];
 	const char *p[4] = {o->key, o->holder, ttl, wait};
 	DbResult	rc;
@@ -163,7 +164,7 @@ cmd_acquire(const Options *o)
 static int
 cmd_bool(const Options *o, bool renew)
 {
-	Db			db = {o->conninfo, NULL, "", ""};
+	Db			db = {.conninfo = o->conninfo};
 	char		ttl[64], tok[32], ok[8];
 	DbResult	rc;
 
@@ -202,7 +203,7 @@ cmd_bool(const Options *o, bool renew)
 static int
 cmd_show(const Options *o, const char *key)
 {
-	Db			db = {o->conninfo, NULL, "", ""};
+	Db			db = {.conninfo = o->conninfo};
 	PGresult   *r;
 	DbResult	rc;
 	const char *p[1] = {key};
@@ -225,8 +226,14 @@ cmd_show(const Options *o, const char *key)
 	n = PQntuples(r);
 	if (o->json)
 		printf(key ? "" : "[");
-	if (key && n == 0)
-		printf(o->json ? "{\"key\": \"%s\", \"held\": false}\n" : "%s free\n", key);
+	if (key && n == 0 && o->json)
+	{
+		printf("{\"key\": ");
+		json_string(key);
+		printf(", \"held\": false}\n");
+	}
+	else if (key && n == 0)
+		printf("%s free\n", key);
 	for (int i = 0; i < n; i++)
 	{
 		if (o->json)
@@ -256,7 +263,7 @@ cmd_show(const Options *o, const char *key)
 static int
 cmd_force_release(const Options *o)
 {
-	Db			db = {o->conninfo, NULL, "", ""};
+	Db			db = {.conninfo = o->conninfo};
 	const char *p[1] = {o->key};
 	char		ok[8];
 	DbResult	rc = db_call(&db, "SELECT dlock_force_release($1)", 1, p, ok, sizeof(ok));

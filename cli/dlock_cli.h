@@ -36,11 +36,20 @@ typedef struct Options
 	bool		json;
 } Options;
 
-/* db.c: one connection, reconnected when it breaks */
+/*
+ * db.c: one connection, reconnected when it breaks.  Every wait on the
+ * database (connecting, sending, waiting for the answer) ends at deadline;
+ * while waiting, wake_fd is watched too and on_wake called when it is
+ * readable (dlock run passes its signals on to CMD there).
+ */
 typedef struct Db
 {
 	const char *conninfo;
 	PGconn	   *conn;
+	long long	deadline;		/* now_ms() by which a call gives up; 0: never */
+	void		(*on_wake) (void *arg); /* NULL: wake_fd is not watched */
+	void	   *wake_arg;
+	int			wake_fd;
 	char		error[512];		/* the last error, for messages */
 	char		sqlstate[6];
 } Db;

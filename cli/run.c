@@ -10,8 +10,15 @@
  * lapsed), CMD gets SIGTERM, then SIGKILL after --grace, and dlock exits
  * 70.  When CMD ends, the lease is released with its token and dlock exits
  * with CMD's status (128 + the signal when a signal killed it).  SIGINT,
- * SIGTERM and SIGHUP sent to dlock are passed on to CMD.  A broken
- * connection is made again while the lease can still be renewed in time.
+ * SIGTERM and SIGHUP sent to dlock are passed on to CMD, also while dlock
+ * waits on the database.  A broken connection is made again while the
+ * lease can still be renewed in time.
+ *
+ * No wait on the database outlasts the lease: dlock counts the lease's end
+ * from when the acquire or the last successful renewal was sent (the server
+ * set its expiry later than that), and every database call of the run
+ * (db.c) gives up there.  A database that hangs, not answering, is thus
+ * like one that is down: at the lease's end, CMD is stopped.
  *
  *-------------------------------------------------------------------------
  */
@@ -123,8 +130,9 @@ typedef struct RunLease
 	Db			db;
 	char		ttl[64];
 	char		token[32];
+	pid_t		child;			/* CMD, while it runs; 0 once reaped */
 	long long	period;			/* renew every ttl/3 */
-	long long	lease_until;	/* when it lapses unless renewed */
+	long long	lease_until;	/* when it may lapse unless renewed (earliest) */
 	long long	next_renew;
 } RunLease;
 
@@ -139,29 +147,55 @@ pass_on_signals(pid_t child)
 	{
 		for (ssize_t i = 0; i < n; i++)
 		{
-			if (sigs[i] != SIGCHLD)
+			if (sigs[i] != SIGCHLD && child > 0)
 				kill(child, sigs[i]);	/* pass it on */
 		}
 	}
 }
 
+/* the Db's wake callback: signals arrived while waiting on the database */
+static void
+on_db_wake(void *arg)
+{
+	RunLease   *l = (RunLease *) arg;
+
+	pass_on_signals(l->child);
+}
+
 /*
- * Renew the lease, now being when the renewal is due; false if it is lost
- * (the renewal said no, or the database stayed unreachable until the lease
- * lapsed).
+ * One renewal with the token, given up when the lease ends (at the latest
+ * at deadline): *renewed says whether the database said yes.
  */
-static bool
-renew_lease(RunLease *l, long long now)
+static DbResult
+renew_call(RunLease *l, long long deadline, bool *renewed)
 {
 	const Options *o = l->o;
 	const char *ren[4] = {o->key, o->holder, l->ttl, l->token};
 	char		ok[8];
 	DbResult	rc;
 
+	l->db.deadline = deadline;
 	rc = db_call(&l->db, "SELECT dlock_renew($1, $2, $3::interval, $4::bigint)",
 				 4, ren, ok, sizeof(ok));
-	if (rc == DB_OK && strcmp(ok, "t") == 0)
+	*renewed = rc == DB_OK && strcmp(ok, "t") == 0;
+	return rc;
+}
+
+/*
+ * Renew the lease, now being when the renewal is due; false if it is lost
+ * (the renewal said no, or no renewal succeeded before the lease's end:
+ * every wait on the database ends there).
+ */
+static bool
+renew_lease(RunLease *l, long long now)
+{
+	const Options *o = l->o;
+	bool		renewed;
+	DbResult	rc = renew_call(l, l->lease_until, &renewed);
+
+	if (renewed)
 	{
+		/* the renewal was sent after now: the lease holds until now + ttl */
 		l->lease_until = now + o->ttl_ms;
 		l->next_renew = now + l->period;
 	}
@@ -187,6 +221,49 @@ renew_lease(RunLease *l, long long now)
 }
 
 /*
+ * Acquire the lease (waiting up to --wait) and learn when it ends at the
+ * latest.  It was granted between sending the acquire and its answer, so
+ * it holds at least until the sending + ttl; when the acquire took long
+ * (it waited), that is too early, and a renewal (before CMD starts) tells
+ * instead.  Returns 0, or the exit code.
+ */
+static int
+take_lease(RunLease *l)
+{
+	const Options *o = l->o;
+	char		wait[64];
+	const char *acq[4] = {o->key, o->holder, l->ttl, wait};
+	long long	sent = now_ms();
+	long long	answered;
+	bool		renewed;
+	DbResult	rc;
+
+	interval_text(o->wait_ms, wait, sizeof(wait));
+	l->db.deadline = sent + o->wait_ms + o->ttl_ms;
+	rc = db_call(&l->db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
+				 4, acq, l->token, sizeof(l->token));
+	if (rc != DB_OK)
+		return acquire_failure(&l->db, rc);
+	answered = now_ms();
+	if (answered - sent > l->period / 2)
+	{
+		sent = now_ms();
+		rc = renew_call(l, answered + o->ttl_ms, &renewed);
+		if (!renewed)
+		{
+			db_close(&l->db);
+			if (rc != DB_OK && rc != DB_NULL)
+				return acquire_failure(&l->db, rc);
+			fprintf(stderr, "dlock: lease %s lost before CMD started\n", o->key);
+			return EXIT_LOST;
+		}
+	}
+	l->lease_until = sent + o->ttl_ms;
+	l->next_renew = sent + l->period;
+	return 0;
+}
+
+/*
  * The lease is lost: SIGTERM to the command, then SIGKILL once kill_at has
  * passed (--grace later), and again every second.
  */
@@ -206,18 +283,57 @@ stop_command(const Options *o, pid_t child, bool *term_sent, long long *kill_at)
 	}
 }
 
+/*
+ * Renew the lease while CMD runs, passing signals on, until CMD ends (its
+ * wait status in *status); true if the lease was lost (CMD was stopped).
+ */
+static bool
+supervise(RunLease *l, int *status)
+{
+	bool		lost = false;
+	bool		term_sent = false;
+	long long	kill_at = 0;
+
+	for (;;)
+	{
+		long long	now;
+		long long	until;
+		struct pollfd pfd = {sigpipe_fds[0], POLLIN, 0};
+
+		pass_on_signals(l->child);
+		if (waitpid(l->child, status, WNOHANG) == l->child)
+			break;
+		now = now_ms();
+		if (!lost && now >= l->next_renew)
+		{
+			lost = !renew_lease(l, now);
+			continue;			/* its waits may have read a SIGCHLD: look again */
+		}
+		if (lost)
+			stop_command(l->o, l->child, &term_sent, &kill_at);
+		until = lost ? kill_at : l->next_renew;
+		if (until > now)
+			(void) poll(&pfd, 1, (int) (until - now));
+	}
+	l->child = 0;
+	return lost;
+}
+
 /* give the lease back, with its token, while it still holds */
 static void
 release_lease(RunLease *l)
 {
 	const Options *o = l->o;
+	const char *rel[3] = {o->key, o->holder, l->token};
 	char		ok[8];
 	DbResult	rc;
 
 	for (;;)
 	{
-		rc = db_call(&l->db, "SELECT dlock_release($1, $2, $3::bigint)", 3,
-					 (const char *[]) {o->key, o->holder, l->token}, ok, sizeof(ok));
+		/* one try at least, even if the lease may have just lapsed */
+		l->db.deadline = l->lease_until > now_ms() + 1000 ? l->lease_until : now_ms() + 1000;
+		rc = db_call(&l->db, "SELECT dlock_release($1, $2, $3::bigint)", 3, rel,
+					 ok, sizeof(ok));
 		if (rc != DB_UNREACHABLE || now_ms() >= l->lease_until)
 			break;
 		usleep(200 * 1000);
@@ -230,60 +346,33 @@ release_lease(RunLease *l)
 int
 cmd_run(const Options *o, char **argv)
 {
-	RunLease	l = {.o = o, .db = {o->conninfo, NULL, "", ""}};
-	char		wait[64], ok[8];
-	const char *acq[4] = {o->key, o->holder, l.ttl, wait};
-	DbResult	rc;
-	pid_t		child;
+	RunLease	l = {.o = o, .db = {.conninfo = o->conninfo}};
 	int			status = 0;
-	bool		lost = false;
-	bool		term_sent = false;
-	long long	kill_at = 0;
+	int			rc;
+	bool		lost;
 
 	l.period = o->ttl_ms / 3 > 0 ? o->ttl_ms / 3 : 1;
 	interval_text(o->ttl_ms, l.ttl, sizeof(l.ttl));
-	interval_text(o->wait_ms, wait, sizeof(wait));
-	rc = db_call(&l.db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
-				 4, acq, l.token, sizeof(l.token));
-	if (rc != DB_OK)
-		return acquire_failure(&l.db, rc);
-	l.lease_until = now_ms() + o->ttl_ms;
-	l.next_renew = now_ms() + l.period;
+	if ((rc = take_lease(&l)) != 0)
+		return rc;
 
 	catch_signals();
-	child = start_command(o, l.token, argv);
-	if (child < 0)
+	l.child = start_command(o, l.token, argv);
+	if (l.child < 0)
 	{
-		(void) db_call(&l.db, "SELECT dlock_release($1, $2, $3::bigint)", 3,
-					   (const char *[]) {o->key, o->holder, l.token}, ok, sizeof(ok));
+		l.child = 0;
+		release_lease(&l);
+		db_close(&l.db);
 		return EXIT_UNAVAIL;
 	}
+	/* while waiting on the database, too, signals go on to CMD */
+	l.db.wake_fd = sigpipe_fds[0];
+	l.db.wake_arg = &l;
+	l.db.on_wake = on_db_wake;
 
-	for (;;)
-	{
-		long long	now = now_ms();
-		long long	until = lost ? kill_at : l.next_renew;
-		struct pollfd pfd = {sigpipe_fds[0], POLLIN, 0};
-
-		if (until > now)
-			(void) poll(&pfd, 1, (int) (until - now));
-		pass_on_signals(child);
-		if (waitpid(child, &status, WNOHANG) == child)
-			break;
-
-		now = now_ms();
-		if (!lost && now >= l.next_renew)
-			lost = !renew_lease(&l, now);
-		if (lost)
-			stop_command(o, child, &term_sent, &kill_at);
-	}
-
-	if (lost)
-	{
-		db_close(&l.db);
-		return EXIT_LOST;
-	}
-	release_lease(&l);
+	lost = supervise(&l, &status);
+	if (!lost)
+		release_lease(&l);
 	db_close(&l.db);
-	return exit_status_of(status);
+	return lost ? EXIT_LOST : exit_status_of(status);
 }

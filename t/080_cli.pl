@@ -1,11 +1,15 @@
 # Copyright: dlock contributors
 #
 # 080_cli.pl: the dlock command line (cli/), as real processes against a real
-# server: exit codes, --json, two concurrent `dlock run` never overlapping,
-# --wait running out, kill -9 of dlock (the lease lapses, the next run goes
-# on), force-release while CMD runs (CMD terminated, exit 70), signals passed
-# on to CMD, DLOCK_TOKEN being the token dlock_locks shows, a server restart
-# shorter than the ttl, and running behind pgbouncer in transaction mode.
+# server: exit codes, --json of every command, connecting by PGHOST, PGPORT,
+# PGDATABASE and PGUSER, two concurrent `dlock run` never overlapping, --wait
+# running out, kill -9 of dlock (the lease lapses, the next run goes on),
+# force-release while CMD runs (CMD terminated, exit 70; SIGKILL after --grace
+# when CMD ignores SIGTERM), SIGHUP, SIGINT and SIGTERM passed on to CMD, CMD
+# killed by a signal (128 + signal), DLOCK_TOKEN being the token dlock_locks
+# shows, a server restart shorter than the ttl (dlock reconnects and renews),
+# a hung server (dlock stops CMD at the lease's end, not later), and running
+# behind pgbouncer in transaction mode.
 
 use strict;
 use warnings;
@@ -15,7 +19,7 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(usleep time);
 
 my $node = PostgreSQL::Test::Cluster->new('cli');
 $node->init;
@@ -33,19 +37,30 @@ sub dl
 	return ($? >> 8, $out, $err);
 }
 
-# start dlock in the background: the harness
+# start dlock in the background: the harness (given up after 60 s)
+my %stderr_of;
 sub dl_start
 {
 	my ($out, $err) = ('', '');
-	my $h = IPC::Run::start([ 'dlock', @_ ], '<', \undef, '>', \$out, '2>', \$err);
+	my $h = IPC::Run::start([ 'dlock', @_ ], '<', \undef, '>', \$out, '2>', \$err,
+		IPC::Run::timeout(60));
+	$stderr_of{$h} = \$err;
 	return $h;
 }
 
+# wait for a background dlock to end: its exit code (-1: it did not end in time)
 sub dl_finish
 {
 	my ($h) = @_;
-	$h->finish;
-	return $h->result(0);
+	my $rc = eval { $h->finish; $h->result(0) };
+	if (!defined $rc)
+	{
+		diag("dlock did not end: $@");
+		$h->kill_kill(grace => 1);
+		$rc = -1;
+	}
+	note("dlock's stderr: ${ $stderr_of{$h} }") if ${ $stderr_of{$h} } ne '';
+	return $rc;
 }
 
 sub holder_of
@@ -63,10 +78,48 @@ sub wait_held
 	return;
 }
 
+# dlock's JSON output decoded; if it is not JSON, $default (and a diagnostic)
+sub dj
+{
+	my ($text, $default) = @_;
+	my $v = eval { decode_json($text) };
+	diag("not JSON: $text") unless defined $v;
+	return $v // $default;
+}
+
 sub slurp_file_or_empty
 {
 	my ($f) = @_;
 	return -e $f ? PostgreSQL::Test::Utils::slurp_file($f) : '';
+}
+
+# wait (up to 20 s) for CMD to write a file: it is then ready for signals
+sub wait_file
+{
+	my ($f) = @_;
+	for (1 .. 200)
+	{
+		return 1 if -s $f;
+		usleep(100_000);
+	}
+	die "$f never written";
+}
+
+# the node's postmaster and all its children (backends and the rest)
+sub postgres_pids
+{
+	my ($pm) = split /\n/,
+	  PostgreSQL::Test::Utils::slurp_file($node->data_dir . '/postmaster.pid');
+	my @pids = ($pm);
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		open my $fh, '<', $stat or next;
+		my $line = <$fh>;
+		close $fh;
+		next unless defined $line && $line =~ /^.*\)\s+\S+\s+(\d+)/;
+		push @pids, ($stat =~ m{/proc/(\d+)/})[0] if $1 == $pm;
+	}
+	return @pids;
 }
 
 # --- usage and connection errors ---
@@ -79,28 +132,74 @@ is((dl('acquire', 'k', '-d', $node->connstr('nodlock')))[0], 69, 'dlock not inst
 like((dl('--help'))[1], qr/dlock run KEY/, '--help shows the usage');
 like((dl('run', '--help'))[1], qr/DLOCK_TOKEN/, 'run --help describes run');
 
-# --- script commands and --json ---
+# --- script commands and --json (of each) ---
 my ($rc, $out) = dl('acquire', 'cli:a', '--holder', 'h1', '--ttl', '1m', '--json', '-d', $conn);
 is($rc, 0, 'acquire: 0');
-my $j = decode_json($out);
+my $j = dj($out, {});
 ok($j->{acquired}, 'acquire --json says acquired');
 is($j->{token}, $node->safe_psql('postgres', "SELECT token FROM dlock_locks WHERE key = 'cli:a'"),
 	'acquire --json gives the token dlock_locks shows');
 ($rc, $out) = dl('acquire', 'cli:a', '--holder', 'h2', '-d', $conn);
 is($rc, 75, 'acquire of a held key: 75');
+($rc, $out) = dl('acquire', 'cli:a', '--holder', 'h2', '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ],
+	[ 75, { key => 'cli:a', holder => 'h2', acquired => JSON::PP::false, token => undef } ],
+	'acquire --json of a held key: 75, acquired false, token null');
 ($rc, $out) = dl('status', 'cli:a', '--json', '-d', $conn);
-is(decode_json($out)->{holder}, 'h1', 'status --json names the holder');
+$j = dj($out, {});
+is($j->{holder}, 'h1', 'status --json names the holder');
+ok($j->{held} && $j->{expires_in_s} > 50 && $j->{owner} ne '',
+	'status --json: held, expires in about a minute, with its owner');
 ($rc, $out) = dl('list', '--json', '-d', $conn);
-is(scalar(@{ decode_json($out) }), 1, 'list --json shows the role\'s one lease');
-is((dl('renew', 'cli:a', '--holder', 'h1', '--token', $j->{token}, '-d', $conn))[0], 0,
+is(scalar(@{ dj($out, []) }), 1, 'list --json shows the role\'s one lease');
+my $tok = dj($out, [ {} ])->[0]{token} // 0;
+is((dl('renew', 'cli:a', '--holder', 'h1', '--token', $tok, '-d', $conn))[0], 0,
 	'renew with the token: 0');
+($rc, $out) = dl('renew', 'cli:a', '--holder', 'h1', '--token', $tok, '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 0, { key => 'cli:a', renewed => JSON::PP::true } ],
+	'renew --json: renewed true');
 is((dl('renew', 'cli:a', '--holder', 'h2', '-d', $conn))[0], 70, 'renew by another holder: 70');
-is((dl('release', 'cli:a', '--holder', 'h1', '--token', $j->{token} - 1, '-d', $conn))[0], 70,
+($rc, $out) = dl('renew', 'cli:a', '--holder', 'h2', '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 70, { key => 'cli:a', renewed => JSON::PP::false } ],
+	'renew --json by another holder: 70, renewed false');
+is((dl('release', 'cli:a', '--holder', 'h1', '--token', $tok - 1, '-d', $conn))[0], 70,
 	'release with an older token: 70');
-is((dl('release', 'cli:a', '--holder', 'h1', '--token', $j->{token}, '-d', $conn))[0], 0,
-	'release with the token: 0');
+($rc, $out) = dl('release', 'cli:a', '--holder', 'h1', '--token', $tok, '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 0, { key => 'cli:a', released => JSON::PP::true } ],
+	'release --json with the token: 0, released true');
 ($rc, $out) = dl('status', 'cli:a', '-d', $conn);
 like($out, qr/free/, 'status after release: free');
+($rc, $out) = dl('status', 'cli:a', '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 0, { key => 'cli:a', held => JSON::PP::false } ],
+	'status --json of a free key: held false');
+($rc, $out) = dl('list', '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 0, [] ], 'list --json with no lease: []');
+dl('acquire', 'cli:fr', '--holder', 'h1', '--ttl', '1m', '-d', $conn);
+($rc, $out) = dl('force-release', 'cli:fr', '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 0, { key => 'cli:fr', released => JSON::PP::true } ],
+	'force-release --json of a held key: 0, released true');
+($rc, $out) = dl('force-release', 'cli:fr', '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 70, { key => 'cli:fr', released => JSON::PP::false } ],
+	'force-release --json of a free key: 70, released false');
+($rc, $out) = dl('status', 'cli:"q\\', '--json', '-d', $conn);
+is(dj($out, {})->{key}, 'cli:"q\\', 'status --json escapes the key');
+
+# --- connection by PGHOST, PGPORT, PGDATABASE and PGUSER, without -d ---
+$node->safe_psql('postgres', 'CREATE ROLE dlock_cli_env LOGIN');
+{
+	local $ENV{PGHOST} = $node->host;
+	local $ENV{PGPORT} = $node->port;
+	local $ENV{PGDATABASE} = 'postgres';
+	local $ENV{PGUSER} = 'dlock_cli_env';
+	is((dl('acquire', 'cli:env', '--holder', 'envh'))[0], 0, 'acquire by PG* variables: 0');
+	is($node->safe_psql('postgres', "SELECT owner::text FROM dlock_locks WHERE key = 'cli:env'"),
+		'dlock_cli_env', 'the lease is the PGUSER role\'s');
+	is((dl('run', 'cli:env2', '--', 'true'))[0], 0, 'run by PG* variables: 0');
+	is((dl('release', 'cli:env', '--holder', 'envh'))[0], 0, 'release by PG* variables: 0');
+	local $ENV{PGDATABASE} = 'nodlock';
+	is((dl('acquire', 'cli:env', '--holder', 'envh'))[0], 69,
+		'PGDATABASE naming a database without dlock: 69');
+}
 
 # --- two concurrent runs never overlap ---
 my $log = "$dir/overlap.log";
@@ -130,33 +229,57 @@ is(dl_finish($h), 0, 'run exits with the command\'s status 0');
 is(slurp_file_or_empty($tokfile), "cli:t tok-holder $shown\n",
 	'DLOCK_KEY, DLOCK_HOLDER and DLOCK_TOKEN are the lease dlock_locks showed');
 
-# --- the command's exit status is dlock's ---
+# --- the command's exit status is dlock's; 128 + the signal that killed it ---
 is((dl('run', 'cli:s', '-d', $conn, '--', 'sh', '-c', 'exit 7'))[0], 7, 'CMD exit 7: dlock exits 7');
+is((dl('run', 'cli:s', '-d', $conn, '--', 'sh', '-c', 'kill -KILL $$'))[0], 128 + 9,
+	'CMD killed by SIGKILL: dlock exits 137');
+is((dl('run', 'cli:s', '-d', $conn, '--', 'sh', '-c', 'kill -USR1 $$'))[0], 128 + 10,
+	'CMD killed by SIGUSR1: dlock exits 138');
+is(holder_of('cli:s'), '', 'the lease is released after CMD was killed');
 
-# --- signals are passed on ---
-my $sigfile = "$dir/sig";
-$h = dl_start('run', 'cli:g', '-d', $conn, '--', 'sh', '-c',
-	"trap 'echo got-hup > $sigfile; exit 3' HUP; sleep 30 & wait");
-wait_held('cli:g');
-usleep(300_000);
-$h->signal('HUP');
-is(dl_finish($h), 3, 'SIGHUP to dlock reaches CMD, whose status (3) dlock exits with');
-is(slurp_file_or_empty($sigfile), "got-hup\n", 'CMD got the SIGHUP');
-is(holder_of('cli:g'), '', 'the lease is released after CMD ended');
+# --- SIGHUP, SIGINT and SIGTERM sent to dlock are passed on to CMD ---
+for my $sig (qw(HUP INT TERM))
+{
+	my $sigfile = "$dir/sig-$sig";
+	my $h = dl_start('run', "cli:g$sig", '-d', $conn, '--', 'sh', '-c',
+		"trap 'echo got-$sig > $sigfile; exit 3' $sig; echo ready > $sigfile.ready; "
+		  . "sleep 30 >/dev/null 2>&1 & wait");
+	wait_file("$sigfile.ready");
+	$h->signal($sig);
+	is(dl_finish($h), 3, "SIG$sig to dlock reaches CMD, whose status (3) dlock exits with");
+	is(slurp_file_or_empty($sigfile), "got-$sig\n", "CMD got the SIG$sig");
+	is(holder_of("cli:g$sig"), '', "the lease is released after CMD ended (SIG$sig)");
+}
 
 # --- force-release while CMD runs: CMD terminated, exit 70 ---
 my $termfile = "$dir/term";
 $h = dl_start('run', 'cli:f', '--ttl', '1500ms', '--grace', '5s', '-d', $conn, '--', 'sh', '-c',
-	"trap 'echo got-term > $termfile; exit 0' TERM; sleep 30 & wait");
+	"trap 'echo got-term > $termfile; exit 0' TERM; sleep 30 >/dev/null 2>&1 & wait");
 wait_held('cli:f');
 is((dl('force-release', 'cli:f', '-d', $conn))[0], 0, 'force-release: 0');
 is(dl_finish($h), 70, 'the run whose lease was taken away exits 70');
 is(slurp_file_or_empty($termfile), "got-term\n", 'its command got SIGTERM');
 
+# --- a CMD that ignores SIGTERM gets SIGKILL --grace later ---
+my $gracefile = "$dir/grace";
+$h = dl_start('run', 'cli:kg', '--ttl', '1500ms', '--grace', '2s', '-d', $conn, '--', 'sh', '-c',
+	"trap 'echo got-term >> $gracefile' TERM; echo \$\$ > $gracefile.pid; "
+	  . "while :; do sleep 0.1; done");
+wait_file("$gracefile.pid");
+my $cmdpid = slurp_file_or_empty("$gracefile.pid");
+chomp $cmdpid;
+my $t0 = time;
+is((dl('force-release', 'cli:kg', '-d', $conn))[0], 0, 'force-release of a stubborn CMD\'s lease');
+is(dl_finish($h), 70, 'its run exits 70');
+my $took = time - $t0;
+is(slurp_file_or_empty($gracefile), "got-term\n", 'CMD got SIGTERM (once) and went on');
+ok($took >= 1.9 && $took < 8, "SIGKILL came --grace (2 s) after SIGTERM (dlock ended after ${took} s)");
+ok(!kill(0, $cmdpid), 'CMD is gone');
+
 # --- kill -9 of dlock: the lease lapses, the next run goes on ---
 my $pidfile = "$dir/pid";
 $h = dl_start('run', 'cli:k', '--ttl', '2s', '-d', $conn, '--', 'sh', '-c',
-	"echo \$\$ > $pidfile; exec sleep 30");
+	"echo \$\$ > $pidfile; exec sleep 30 >/dev/null 2>&1");
 wait_held('cli:k');
 $h->signal('KILL');
 eval { $h->finish; };
@@ -167,13 +290,75 @@ chomp $orphan;
 kill 'KILL', $orphan if $orphan =~ /^\d+$/;
 
 # --- a server restart shorter than the ttl does not stop CMD ---
+# ttl 4 s, CMD runs 10 s; the server goes down (for a second and more) right
+# after the first renewal.  Without reconnecting and renewing, the lease
+# would lapse 4 s after that renewal, and dlock stop CMD and exit 70.
 my $donefile = "$dir/done";
-$h = dl_start('run', 'cli:r', '--ttl', '8s', '-d', $conn, '--', 'sh', '-c',
-	"sleep 6; echo done > $donefile");
+$h = dl_start('run', 'cli:r', '--ttl', '4s', '-d', $conn, '--', 'sh', '-c',
+	"sleep 10; echo done > $donefile.tmp; mv $donefile.tmp $donefile");
 wait_held('cli:r');
-$node->restart;
+my ($tok0, $exp0) = split /\|/,
+  $node->safe_psql('postgres', "SELECT token, expires_at FROM dlock_locks WHERE key = 'cli:r'");
+$node->poll_query_until('postgres',
+	"SELECT expires_at > '$exp0' FROM dlock_locks WHERE key = 'cli:r'")
+  or die 'cli:r never renewed';
+my $t_down = time;
+$node->stop('fast');
+usleep(1_000_000);
+$node->start;
+note(sprintf('the server was down for %.1f s', time - $t_down));
+# a lease live 4.5 s after the server went down was renewed after it came back
+my $wait = $t_down + 4.5 - time;
+usleep(int($wait * 1_000_000)) if $wait > 0;
+is($node->safe_psql('postgres',
+	"SELECT token, expires_at > clock_timestamp(), expires_at > '$exp0'::timestamptz + interval '3 s'"
+	  . " FROM dlock_locks WHERE key = 'cli:r'"),
+	"$tok0|t|t",
+	'after the restart, dlock renewed the lease (same token, live past the ttl)');
 is(dl_finish($h), 0, 'a run across a server restart exits 0');
 is(slurp_file_or_empty($donefile), "done\n", 'its command ran to its end');
+is(holder_of('cli:r'), '', 'and the lease was released');
+
+# --- a hung server cannot keep CMD running past the lease's end ---
+# Every process of the server stopped (SIGSTOP): connections stay open, no
+# answer ever comes.  dlock must give up its renewal at the lease's end,
+# stop CMD and exit 70 (within ttl + grace), not wait for the server; and
+# while it waits for the server, signals still reach CMD at once.  With a
+# ttl of 3 s, dlock is waiting for an answer 1.5 s after the server stopped
+# (since at most 1 s after), and the lease ends 2 s after the stop or later.
+my $hangfile = "$dir/hang";
+my $hupfile = "$dir/hang-hup";
+$h = dl_start('run', 'cli:h', '--ttl', '3s', '--grace', '1s', '-d', $conn, '--', 'sh', '-c',
+	"trap 'echo got-hup > $hupfile' HUP; trap 'echo got-term > $hangfile; exit 0' TERM; "
+	  . "while :; do sleep 0.1; done");
+wait_held('cli:h');
+my @pg = postgres_pids();
+my $t_hang = time;
+kill 'STOP', @pg;
+usleep(1_500_000);
+$h->signal('HUP');
+my $t_hup = time;
+my ($hup_after, $term_by_then);
+while (time - $t_hup < 5)
+{
+	if (-s $hupfile)
+	{
+		$hup_after = time - $t_hup;
+		$term_by_then = -e $hangfile;
+		last;
+	}
+	usleep(20_000);
+}
+my $hang_rc = dl_finish($h);
+my $hang_took = time - $t_hang;
+kill 'CONT', @pg;
+ok(defined $hup_after && $hup_after < 0.5 && !$term_by_then,
+	sprintf('SIGHUP reached CMD while dlock waited for the hung server (after %s s)',
+		defined $hup_after ? sprintf('%.2f', $hup_after) : 'never'));
+is($hang_rc, 70, 'a run whose server hangs exits 70');
+ok($hang_took < 3 + 1 + 1, sprintf('... within ttl + grace (after %.1f s)', $hang_took));
+is(slurp_file_or_empty($hangfile), "got-term\n", 'its command got SIGTERM');
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server goes on once resumed');
 
 # --- behind pgbouncer in transaction mode ---
 SKIP:
