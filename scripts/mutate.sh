@@ -2,7 +2,7 @@
 # scripts/mutate.sh - mutation testing: does the suite notice when a promise
 # of the README is broken?
 #
-#   sudo bash scripts/mutate.sh              # every mutant, about 40 minutes
+#   sudo bash scripts/mutate.sh              # every mutant, about 15 minutes (2 cores)
 #   sudo bash scripts/mutate.sh no-fifo      # only the ones named
 #
 # Each mutant below is one small deliberate breakage of one promise, made in
