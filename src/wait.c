@@ -299,15 +299,21 @@ my_offer_state(void)
 }
 
 /*
- * Wait, without taking interrupts, while a releaser writes the commit
- * record of the grant it offered this waiter; it wakes this backend as
- * soon as it knows the outcome.  Lasts a WAL flush at most.
+ * Wait while a releaser writes the commit record of the grant it offered
+ * this waiter; it wakes this backend as soon as it knows the outcome.
+ * That takes a WAL flush, or as long as the releaser's commit waits for
+ * synchronous standbys.  Interrupts are not taken here (this also runs
+ * while an error unwinds), but a cancel or termination request pending
+ * ends the wait: the waiter then leaves, and a grant that still commits
+ * lapses after its ttl.
  */
 static void
 wait_for_commit_outcome(void)
 {
 	while (my_offer_state() == DLOCK_OFFER_COMMITTING)
 	{
+		if (QueryCancelPending || ProcDiePending)
+			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
