@@ -183,6 +183,18 @@ run_tests() {
     DLOCK_SRC=$1 DLOCK_ONLY=$2 DLOCK_IGNORE_WARNINGS=1 DLOCK_MAKE_FLAGS=with_llvm=no \
         bash "$REPO/scripts/test.sh" >"$3" 2>&1
 }
+# forget_kept LOG: scripts/test.sh keeps its build and test directories in
+# /tmp when a test fails, as it does for every killed mutant (gigabytes
+# over a run): remove those named in LOG, unless MUTANTS_KEEP=1
+forget_kept() {
+    local d
+    [ "${MUTANTS_KEEP:-0}" = 1 ] && return 0
+    for d in $(sed -nE 's/^  work directories kept for inspection: //p' "$1"); do
+        case "$d" in
+            /tmp/dlock-build.*|/tmp/dlock-test.*) rm -rf "$d" ;;
+        esac
+    done
+}
 copy_source() { # copy_source DIR: the tracked files, as they are in the work tree
     mkdir -p "$1"
     (cd "$REPO" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$1"
@@ -244,6 +256,7 @@ for name in ${names[@]+"${names[@]}"}; do
     elif [ $rc -ne 0 ]; then
         echo "    killed: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
         killed=$((killed + 1))
+        forget_kept "$WORK/$name.log"
     else
         echo "    SURVIVED: $tests passed with it"
         survived+=("$name")
