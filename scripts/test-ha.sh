@@ -1,27 +1,48 @@
 #!/usr/bin/env bash
 # scripts/test-ha.sh - dlock under Patroni: the leader is killed under load.
 #
-#   sudo bash scripts/test-ha.sh              # sync, then async; about 3 minutes
+#   sudo bash scripts/test-ha.sh              # sync, then async; about 2 minutes
 #   sudo bash scripts/test-ha.sh sync         # one mode only
 #
 # Installs what is missing from Debian's packages (patroni, etcd-server,
 # python3-etcd, python3-psycopg2, the PostgreSQL server), builds and installs
-# dlock from this checkout, and for each mode:
+# dlock from this checkout (into $DLOCK_PG_BIN's installation if set, which
+# is then Patroni's bin_dir), and for each mode:
 #   - starts etcd on loopback (v2 API, as Patroni 3.0's client needs) and two
 #     Patroni nodes (PostgreSQL as the postgres user, dlock preloaded,
 #     synchronous_mode on for "sync", off for "async");
 #   - runs CLIENTS clients (t/ha/ha_load.py) with a multi-host conninfo
-#     (target_session_attrs=read-write) doing acquire, fenced write, renew,
-#     release, claim and complete, plus a waiter blocked in dlock_acquire;
-#   - kills the leader's Patroni and postmaster with SIGKILL after KILL_AFTER
-#     seconds; the replica takes over once the leader key expires (ttl 10 s);
-#   - checks on the new leader what ha_load.py describes: in sync mode nothing
-#     acknowledged is lost; in async mode losses are counted, tokens still
-#     only grow; the waiter gets a connection error and its retry answers;
-#     the failover time is printed.
+#     (target_session_attrs=read-write): each acquires, writes (fenced),
+#     renews and releases keys of its own, claims and completes rows, and
+#     competes with the others for three shared keys (short ttl, short wait,
+#     fenced writes, renew, release); plus a waiter blocked in dlock_acquire
+#     and two holders that keep a shared key (ttl 30 s) across the failover;
+#   - LAG seconds before the kill, cuts the standby off (SIGSTOP of the
+#     leader's walsender), so that the standby misses the leader's last
+#     moments: asynchronously, the calls acknowledged then are lost;
+#     synchronously, none is acknowledged;
+#   - kills the leader's Patroni, postmaster and walsender with SIGKILL after
+#     KILL_AFTER seconds; the replica takes over once the leader key expires
+#     (ttl 10 s);
+#   - checks the whole history against what the new leader has (ha_load.py
+#     describes the checks): tokens only grow, at most one holder per key,
+#     every committed fenced write made with its key's current token, losses
+#     only of the last calls before the failover; sync: nothing acknowledged
+#     lost (but autocommit releases); async: the loss of a lease makes its
+#     holder's fenced write on the new leader fail; the waiter gets a
+#     connection error and its retry answers; the failover time is printed;
+#   - runs the same checks on doctored copies of the history (ha_load.py
+#     doctor): a stale write committed, a token going down, an acknowledged
+#     lease lost long before the failover, two holders at once (on the old
+#     leader, and across the failover), a live holder refused must each
+#     fail them; releases, renewals and writes
+#     whose answers were lost (unknown outcomes) must pass.
 # Prints `N passed, N failed` last; exits non-zero on any failure.
-# Environment: CLIENTS (4), SECONDS_RUN (30), KILL_AFTER (10), KEEP=1 keeps
-# the work directory.
+# Environment: CLIENTS (4), SECONDS_RUN (40), KILL_AFTER (10), LAG (1.5),
+# DLOCK_PG_BIN (lib.sh), KEEP=1 keeps the work directory (its out/ has the
+# history and the snapshot: `t/ha/ha_load.py verify DIR/out` checks them
+# again), HA_NO_FENCE=1 a control run whose shared-key writes skip
+# dlock_validate (it must fail).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,8 +51,10 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 MODES=${*:-sync async}
 CLIENTS=${CLIENTS:-4}
-SECONDS_RUN=${SECONDS_RUN:-30}
+SECONDS_RUN=${SECONDS_RUN:-40}
 KILL_AFTER=${KILL_AFTER:-10}
+LAG=${LAG:-1.5}
+HA_NO_FENCE=${HA_NO_FENCE:-0}
 KEEP=${KEEP:-0}
 PY=/usr/bin/python3
 PASS=0
@@ -47,8 +70,13 @@ dlock_ensure_packages || { notok "packages installed"; finish; }
 dlock_build_install "$REPO" || { notok "dlock builds and installs"; finish; }
 
 WORK=
+WSENDER=
 stop_all() {
     local p
+    # a walsender stopped to cut the standby off (it does not name the work directory)
+    # shellcheck disable=SC2086
+    [ -z "$WSENDER" ] || kill -9 $WSENDER 2>/dev/null
+    WSENDER=
     [ -n "$WORK" ] || return 0
     # etcd, the Patronis and the clients all name the work directory
     pkill -9 -f -- "$WORK" 2>/dev/null
@@ -75,6 +103,23 @@ except Exception as e:
 wait_for() {
     local n=$(( $1 * 2 )); shift
     while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.5; n=$((n - 1)); done
+    return 1
+}
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on, between
+# 10000 and the start of the ephemeral range (dlock_free_port's 20000-39999
+# overlaps it)
+free_port() {
+    local lo p n
+    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+    [ "$lo" -gt 11000 ] || lo=32768
+    for n in $(seq 1 200); do
+        p=$((10000 + (RANDOM * 32768 + RANDOM) % (lo - 10000)))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
     return 1
 }
 
@@ -131,12 +176,20 @@ EOF
 }
 
 run_mode() {   # run_mode sync|async
-    local mode=$1 sync=false p1 p2 a1 a2 dsn t0 killed leader lpid ppid i out
+    local mode=$1 sync=false p1 p2 a1 a2 dsn killed leader lport lpid wsender lag_start i s out
     [ "$mode" = sync ] && sync=true
     WORK=$(mktemp -d /tmp/dlock-ha.XXXXXX)
     chown postgres "$WORK"
-    ETCD_PORT=$(dlock_free_port); local etcd_peer; etcd_peer=$(dlock_free_port)
-    p1=$(dlock_free_port); p2=$(dlock_free_port); a1=$(dlock_free_port); a2=$(dlock_free_port)
+    local etcd_peer ports
+    # six free ports, all different (nothing listens on them yet, so one
+    # could be handed out twice), below the ephemeral range: etcd, Patroni
+    # and the clients open connections whose local ports come from there
+    ports=" "
+    while [ "$(wc -w <<<"$ports")" -lt 6 ]; do
+        i=$(free_port) || { notok "$mode: free ports"; stop_all; return; }
+        case $ports in *" $i "*) ;; *) ports+="$i " ;; esac
+    done
+    read -r ETCD_PORT etcd_peer p1 p2 a1 a2 <<<"$ports"
     dlock_log "$mode: etcd on $ETCD_PORT, nodes on $p1 and $p2 (work directory $WORK)"
     dlock_as_postgres etcd --name ha --data-dir "$WORK/etcd" \
         --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -161,23 +214,46 @@ run_mode() {   # run_mode sync|async
     out=$WORK/out
     mkdir -p "$out" && chown postgres "$out"
     dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" setup "$dsn" || { notok "$mode: setup"; stop_all; return; }
-    local clients=()
+    local clients=() load=(env HA_NO_FENCE="$HA_NO_FENCE" "$PY" "$REPO/t/ha/ha_load.py")
     for ((i = 1; i <= CLIENTS; i++)); do
-        dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" work "$dsn" "$out" "$i" "$SECONDS_RUN" \
+        dlock_as_postgres "${load[@]}" work "$dsn" "$out" "$i" "$SECONDS_RUN" \
             >"$out/work$i.err" 2>&1 &
         clients+=($!)
     done
-    dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" wait "$dsn" "$out" "$SECONDS_RUN" >"$out/wait.err" 2>&1 &
+    dlock_as_postgres "${load[@]}" wait "$dsn" "$out" "$SECONDS_RUN" >"$out/wait.err" 2>&1 &
     clients+=($!)
-    sleep "$KILL_AFTER"
+    for s in prelag lag; do
+        dlock_as_postgres "${load[@]}" straddle "$dsn" "$out" "$s" "$SECONDS_RUN" \
+            >"$out/straddle-$s.err" 2>&1 &
+        clients+=($!)
+    done
+    sleep "$(awk -v k="$KILL_AFTER" -v l="$LAG" 'BEGIN { print k - l - 3 }')"
 
     # the leader: node 1 unless it changed meanwhile
     if http_ok "http://127.0.0.1:$a1/leader"; then leader=1; else leader=2; fi
+    lport=$([ $leader = 1 ] && echo "$p1" || echo "$p2")
+    touch "$out/prelag"         # a holder takes ha:s1 before the cut
+    sleep 3
+    # cut the standby off: stop the leader's walsender
+    wsender=$(dlock_as_postgres psql -X -At -h 127.0.0.1 -p "$lport" -U postgres -d postgres \
+        -c "SELECT string_agg(pid::text, ' ') FROM pg_stat_replication")
+    if [ -z "$wsender" ]; then
+        notok "$mode: the leader's walsender found"; stop_all; return
+    fi
+    WSENDER=$wsender
+    # shellcheck disable=SC2086
+    kill -STOP $wsender
+    lag_start=$(date +%s.%N)
+    touch "$out/lag"            # a holder takes ha:s0 after the cut
+    sleep "$LAG"
     lpid=$(head -n 1 "$WORK/node$leader/data/postmaster.pid")
     killed=$(date +%s.%N)
     pkill -9 -f -- "$WORK/node$leader/patroni.yml"
     kill -9 "$lpid"
-    dlock_log "$mode: killed node $leader (its Patroni and postmaster $lpid)"
+    # shellcheck disable=SC2086
+    kill -9 $wsender
+    WSENDER=
+    dlock_log "$mode: stopped node $leader's walsender ($wsender) ${LAG} s before killing it (its Patroni and postmaster $lpid)"
     wait_for 60 http_ok "http://127.0.0.1:$([ $leader = 1 ] && echo "$a2" || echo "$a1")/leader" ||
         { notok "$mode: the other node took over"; tail -n 20 "$WORK"/node*/patroni.log; stop_all; return; }
     ok "$mode: the other node took over ($(awk -v a="$killed" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the kill)"
@@ -185,9 +261,24 @@ run_mode() {   # run_mode sync|async
     for f in "$out"/*.err; do
         if [ -s "$f" ]; then notok "$mode: client $(basename "$f" .err) ran without a crash"; cat "$f"; fi
     done
-    local report
-    report=$(dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" check "$dsn" "$out" "$mode" "$killed")
-    echo "$report" | grep -v -E '^[0-9]+ passed' | sed "s/^\(not \)\?ok - /&$mode: /"
+    local report part what
+    # the checks, then the same checks on doctored copies of this history:
+    # they must fail where a promise is broken, and pass where only answers
+    # were lost
+    report=
+    for what in check doctor; do
+        if [ $what = check ]; then
+            part=$(dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" check "$dsn" "$out" "$mode" \
+                "$killed" "$lag_start" "$lport" 2>&1)
+        else
+            part=$(dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" doctor "$out" 2>&1)
+        fi
+        # a crash before the end is a failure, whatever was printed
+        grep -q -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$part" ||
+            part+=$'\n'"not ok - ha_load.py $what ran to its end"
+        report+=$part$'\n'
+    done
+    echo "$report" | grep -v -E '^([0-9]+ passed|$)' | sed "s/^\(not \)\?ok - /&$mode: /"
     PASS=$((PASS + $(grep -c '^ok - ' <<<"$report")))
     FAIL=$((FAIL + $(grep -c '^not ok - ' <<<"$report")))
     stop_all
