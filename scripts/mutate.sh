@@ -47,8 +47,8 @@ fi
 # (in the texts, \t is a tab and \n a newline)
 MUTANTS=$(cat <<'EOF'
 no-wake-at-expiry@src/acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/handover.c@if (may_hand_over() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover
-handover-to-xact-block@src/acquire.c@return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;@return true;@isolation:wait_handover
+no-handover@src/handover.c@if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover
+handover-to-xact-block@src/acquire.c@dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());@dlock_wait_enqueue(hash, key, holder, ttl_us, true);@isolation:wait_handover
 handover-ignores-withdrawal@src/handover.c@if (!dlock_wait_offer_settle(&p->offer, stands) && stands)@if (!dlock_wait_offer_settle(&p->offer, stands) && false)@isolation:wait_handover
 handover-not-flushed@src/wait.c@\tXLogFlush(g->lsn);@\t(void) g;@tap:016_release_flush
 no-wake-on-release@src/xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake

@@ -9,7 +9,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
@@ -19,6 +18,7 @@
 #include "lease.h"
 #include "stats.h"
 #include "wait.h"
+#include "xact.h"
 
 static DlockAcquireResult
 attempt(text *key, text *holder, int64 ttl_us, uint64 hash, bool woken,
@@ -45,18 +45,6 @@ count_grant(DlockAcquireResult r, bool waited)
 }
 
 /*
- * Whether a release may grant the lease to this waiter in its own
- * transaction (wait.c, "Hand-off"): only when the acquire is the whole
- * transaction, since a grant committed by another backend cannot be
- * rolled back with this one.
- */
-static bool
-takes_grant(void)
-{
-	return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;
-}
-
-/*
  * Wait in the key's queue until the key is taken, or granted to this
  * waiter by a release, or wait runs out.
  */
@@ -70,7 +58,12 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 	bool		woken = false;
 	bool		granted;
 
-	dlock_wait_enqueue(hash, key, holder, ttl_us, takes_grant());
+	/*
+	 * A release may grant the lease to this waiter in its own transaction
+	 * (handover.c) only when the acquire is its transaction as a whole: a
+	 * grant committed by another backend cannot roll back with this one.
+	 */
+	dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());
 	PG_TRY();
 	{
 		for (;;)

@@ -45,17 +45,6 @@ static bool offer_callback_registered = false;
 
 static void lease_offer_xact_callback(XactEvent event, void *arg);
 
-/*
- * A release may hand the key over only in a transaction of its own: the
- * waiter learns the outcome at this transaction's end, which a
- * transaction block could put off indefinitely or make a PREPARE.
- */
-static bool
-may_hand_over(void)
-{
-	return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;
-}
-
 static PendingOffer *
 remember_offer(const DlockOffer *o, text *key)
 {
@@ -85,7 +74,12 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 {
 	DlockOffer	o;
 
-	if (may_hand_over() && dlock_wait_offer(kl->hash, &o))
+	/*
+	 * Only a release that is its transaction as a whole: the waiter learns
+	 * the outcome at this transaction's end, which a transaction block could
+	 * put off indefinitely or make a PREPARE.
+	 */
+	if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))
 	{
 		/* remembered first: an error from here on must reach the waiter */
 		PendingOffer *p = remember_offer(&o, key);
@@ -150,7 +144,7 @@ lease_offer_xact_callback(XactEvent event, void *arg)
 			pending_offers = NIL;
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			/* may_hand_over() rules this out */
+			/* dlock_xact_alone() rules this out */
 			elog(ERROR, "dlock: a transaction that handed a lease over cannot be prepared");
 			break;
 		default:

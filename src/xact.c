@@ -71,6 +71,19 @@ ensure_callback(void)
 	}
 }
 
+/*
+ * True when the running statement is its transaction as a whole: not in a
+ * transaction block (explicit, or several statements in one query
+ * message) nor in a subtransaction.  Its outcome is then known when the
+ * statement ends, and cannot be a PREPARE.  The hand-over between a
+ * release and a waiter needs both of them to be so.
+ */
+bool
+dlock_xact_alone(void)
+{
+	return !IsTransactionBlock() && GetCurrentTransactionNestLevel() == 1;
+}
+
 void
 dlock_xact_note_key(const DlockKeyLock *key)
 {

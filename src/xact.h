@@ -12,6 +12,7 @@
 
 #include "keylock.h"
 
+extern bool dlock_xact_alone(void);
 extern void dlock_xact_note_key(const DlockKeyLock *key);
 extern void dlock_release_async_begin(void);
 extern void dlock_release_async_end(void);
