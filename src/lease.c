@@ -124,14 +124,15 @@ worth_locking(DlockStore *s, text *key, text *holder, Oid role,
 			  TimestampTz *expires_at)
 {
 	DlockLease	l;
+	bool		live;
 	bool		ours_live;
 
 	dlock_lease_store_fetch(s, key, &l);
-	ours_live = lease_live(&l, GetCurrentTimestamp()) &&
-		lease_is_ours(&l, holder, role);
+	live = lease_live(&l, GetCurrentTimestamp());
+	ours_live = live && lease_is_ours(&l, holder, role);
 
 	/* someone else's live lease: answer at once, touching nothing */
-	if (lease_live(&l, GetCurrentTimestamp()) && !ours_live)
+	if (live && !ours_live)
 	{
 		*expires_at = l.expires_at;
 		*res = DLOCK_ACQ_BUSY;

@@ -31,7 +31,7 @@
  * woken waiter write a grant of its own: one commit per hand-off instead
  * of two.  The offer goes through the waiter's slot:
  *
- *	NONE ----(release offers: lease.c writes the grant)----> OFFERED
+ *	NONE ----(release offers: handover.c writes the grant)----> OFFERED
  *	OFFERED --(the releaser's pre-commit: waiter still here)--> COMMITTING
  *	COMMITTING --(the releaser's commit)--> GRANTED (token, commit LSN)
  *	OFFERED / COMMITTING --(the releaser's abort)--> NONE
@@ -41,8 +41,9 @@
  * returns the token; it never writes.  A waiter that leaves while OFFERED
  * (its wait ran out, or it was cancelled) withdraws: the releaser finds
  * its slot gone at pre-commit and frees the key instead.  COMMITTING lasts
- * only while the releaser writes its commit record; a waiter that leaves
- * then waits for the outcome (see dlock_wait_leave).
+ * while the releaser writes its commit record (and waits for synchronous
+ * standbys, if it does); a waiter that leaves then waits for the outcome,
+ * unless a cancel ends that wait (see wait_for_commit_outcome).
  *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
