@@ -337,7 +337,9 @@ dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
 	else
 	{
 		io = dlock_claim_io_begin(t, type);
-		key = dlock_claim_key_text(t, value, type);
+		/* called from SQL by the user, with a key written their way */
+		key = a != NULL ? dlock_claim_key_text(t, value, type) :
+			dlock_claim_key_text_of_arg(t, value, type);
 		dlock_claim_io_end(io);
 	}
 	if (a != NULL)

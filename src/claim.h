@@ -31,6 +31,8 @@ typedef struct ClaimTarget
 	AttrNumber	pk_attnum;
 	char	   *pk_colname;		/* quoted */
 	Oid			pk_type;
+	int32		pk_typmod;		/* the column's typmod (-1: none) */
+	bool		pk_image_eq;	/* equal keys are always one value, one text */
 	Oid			pk_array_type;
 	char	   *pk_eq_op;		/* OPERATOR(schema.=) of the primary key */
 	char	   *pk_lt_op;		/* its type's default < and > (NULL: none) */
@@ -52,6 +54,8 @@ extern const ClaimTarget *dlock_claim_target_for_type(Oid rowtype);
 extern const ClaimTarget *dlock_claim_target_for_rel(Oid relid);
 extern void dlock_claim_check_access(const ClaimTarget *t, const char *fn);
 extern text *dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type);
+extern text *dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value,
+										 Oid type);
 extern Datum dlock_claim_key_value(const ClaimTarget *t, text *key);
 extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
 extern int	dlock_claim_io_begin(const ClaimTarget *t, Oid other_type);

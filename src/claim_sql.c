@@ -107,7 +107,7 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n,
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("keys must not contain nulls")));
-		keys[i] = dlock_claim_key_text(t, elems[i], elemtype);
+		keys[i] = dlock_claim_key_text_of_arg(t, elems[i], elemtype);
 	}
 	dlock_claim_io_end(io);
 	if (elems_out)
@@ -209,7 +209,7 @@ dlock_claimed_sql(PG_FUNCTION_ARGS)
 	dlock_arg_not_null(fcinfo, 1, "key");
 	keytype = get_fn_expr_argtype(fcinfo->flinfo, 1);
 	io = dlock_claim_io_begin(t, keytype);
-	key = dlock_claim_key_text(t, PG_GETARG_DATUM(1), keytype);
+	key = dlock_claim_key_text_of_arg(t, PG_GETARG_DATUM(1), keytype);
 	dlock_claim_io_end(io);
 	holder = dlock_arg_holder(fcinfo, 2);
 	/* a standby cannot hold off a takeover on the primary: no fence there */

@@ -7,7 +7,11 @@
  * A claim is keyed by (table oid, primary key value as text).  The text is
  * the primary key type's own output, so any value of any type that reads
  * back as the same key names the same row: dlock_claimed('jobs', 42, ...)
- * and dlock_claimed('jobs', '42'::text, ...) agree.
+ * and dlock_claimed('jobs', '42'::text, ...) agree.  A row's key text is its
+ * stored value's.  Where the key's equality is coarser than its text
+ * (numeric 1.0 = 1.00, float -0 = 0, case-insensitive or nondeterministic
+ * collations, intervals), a key given as an argument is first looked up in
+ * the table, and the matching row's stored value names it.
  *
  * Key texts must not depend on the session: a timestamptz key written
  * under one TimeZone or DateStyle must give the same text under another,
@@ -26,26 +30,31 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/nbtree.h"
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/snapmgr.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
@@ -234,6 +243,23 @@ open_primary_key(Relation rel)
 }
 
 /*
+ * Whether keys equal under the primary key's equality are always the same
+ * value (and so the same text): its operator class's "equalimage" support
+ * function, as B-tree deduplication asks it.  No such function: no.
+ */
+static bool
+key_is_image_equal(Relation idx)
+{
+	Oid			opcintype = idx->rd_opcintype[0];
+	Oid			proc = get_opfamily_proc(idx->rd_opfamily[0], opcintype,
+										 opcintype, BTEQUALIMAGE_PROC);
+
+	return OidIsValid(proc) &&
+		DatumGetBool(OidFunctionCall1Coll(proc, idx->rd_indcollation[0],
+										  ObjectIdGetDatum(opcintype)));
+}
+
+/*
  * The primary key's column, type, operators and text conversions, from its
  * index idx, into t (in CurrentMemoryContext, CacheMemoryContext here).
  */
@@ -242,12 +268,15 @@ describe_primary_key(ClaimTarget *t, Relation rel, Relation idx)
 {
 	Oid			relid = t->relid;
 	Oid			eqop;
+	Oid			collation;
 	bool		isvarlena;
 	TypeCacheEntry *tc;
 
 	t->pk_attnum = idx->rd_index->indkey.values[0];
 	t->pk_colname = pstrdup(quote_identifier(get_attname(relid, t->pk_attnum, false)));
-	t->pk_type = get_atttype(relid, t->pk_attnum);
+	get_atttypetypmodcoll(relid, t->pk_attnum, &t->pk_type, &t->pk_typmod,
+						  &collation);
+	t->pk_image_eq = key_is_image_equal(idx);
 	t->pk_array_type = get_array_type(t->pk_type);
 	eqop = get_opfamily_member(idx->rd_opfamily[0], idx->rd_opcintype[0],
 							   idx->rd_opcintype[0], BTEqualStrategyNumber);
@@ -381,6 +410,21 @@ dlock_claim_target_for_type(Oid rowtype)
 	return dlock_claim_target_for_rel(relid);
 }
 
+/* value, of type type, as a value of the primary key's type */
+static Datum
+as_key_type(const ClaimTarget *t, Datum value, Oid type)
+{
+	Oid			outfn;
+	bool		isvarlena;
+
+	if (type == t->pk_type)
+		return value;
+	getTypeOutputInfo(type, &outfn, &isvarlena);
+	return OidInputFunctionCall(t->pk_in_fn,
+								OidOutputFunctionCall(outfn, value),
+								t->pk_ioparam, -1);
+}
+
 /*
  * The key text of a primary key value given as any type: the value is
  * written out, read back as the primary key's type and written out again,
@@ -389,20 +433,98 @@ dlock_claim_target_for_type(Oid rowtype)
 text *
 dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type)
 {
-	char	   *s;
-
-	if (type != t->pk_type)
-	{
-		Oid			outfn;
-		bool		isvarlena;
-
-		getTypeOutputInfo(type, &outfn, &isvarlena);
-		s = OidOutputFunctionCall(outfn, value);
-		value = OidInputFunctionCall(t->pk_in_fn, s, t->pk_ioparam, -1);
-	}
+	value = as_key_type(t, value, type);
 	/* an output function may cache in fn_extra, kept in CacheMemoryContext */
-	s = OutputFunctionCall((FmgrInfo *) &t->pk_out_finfo, value);
-	return cstring_to_text(s);
+	return cstring_to_text(OutputFunctionCall((FmgrInfo *) &t->pk_out_finfo,
+											  value));
+}
+
+/*
+ * Look value up in the primary key index of table relid (a table with
+ * storage); true, with the row's stored key in *stored, when a row
+ * visible to a fresh snapshot has a key equal to value.
+ */
+static bool
+probe_stored_key(const ClaimTarget *t, Oid relid, Datum value, Datum *stored)
+{
+	Relation	heap = table_open(relid, AccessShareLock);
+	Oid			idxoid = dlock_primary_key_index(heap);
+	Relation	idx;
+	Snapshot	snap;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData key;
+	Oid			opcintype;
+	Oid			eqop;
+	bool		found = false;
+
+	if (!OidIsValid(idxoid))
+	{
+		table_close(heap, AccessShareLock);
+		return false;
+	}
+	idx = index_open(idxoid, AccessShareLock);
+	opcintype = idx->rd_opcintype[0];
+	eqop = get_opfamily_member(idx->rd_opfamily[0], opcintype, opcintype,
+							   BTEqualStrategyNumber);
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, opcintype,
+						   idx->rd_indcollation[0], get_opcode(eqop), value);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	scan = dlock_index_beginscan(heap, idx, snap, 1);
+	index_rescan(scan, &key, 1, NULL, 0);
+	slot = table_slot_create(heap, NULL);
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		d = slot_getattr(slot, idx->rd_index->indkey.values[0],
+									 &isnull);
+
+		if (!isnull)
+		{
+			*stored = datumCopy(d, t->pk_byval, t->pk_typlen);
+			found = true;
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+	UnregisterSnapshot(snap);
+	index_close(idx, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	return found;
+}
+
+/*
+ * The key text of a primary key value given as an argument (to
+ * dlock_claimed, dlock_complete, ...).  Where equal keys can be written
+ * differently (an equality coarser than the value, or a typmod: char(n)
+ * pads, numeric(p,s) scales), the value is replaced by the stored key of
+ * the row it matches, if any.  The rows of a partitioned table are looked
+ * up in its leaves; an inheritance parent's claims are on its own rows
+ * only.
+ */
+text *
+dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value, Oid type)
+{
+	value = as_key_type(t, value, type);
+	if (!t->pk_image_eq || t->pk_typmod >= 0)
+	{
+		List	   *rels;
+		ListCell   *lc;
+
+		rels = t->relkind == RELKIND_PARTITIONED_TABLE ?
+			find_all_inheritors(t->relid, AccessShareLock, NULL) :
+			list_make1_oid(t->relid);
+		foreach(lc, rels)
+		{
+			Oid			relid = lfirst_oid(lc);
+
+			CHECK_FOR_INTERRUPTS();
+			if (get_rel_relkind(relid) == RELKIND_RELATION &&
+				probe_stored_key(t, relid, value, &value))
+				break;
+		}
+	}
+	return dlock_claim_key_text(t, value, t->pk_type);
 }
 
 /* A key text back as a value of the primary key's type. */
