@@ -42,7 +42,8 @@ PGFILEDESC = "dlock - lease locks with fencing tokens"
 REGRESS = idle_sweep lease_basic lease_errors lease_roles \
 	wait_isolation_levels \
 	claim_basic claim_errors claim_roles \
-	hostile_input claim_complete claim_ranges views_roles claim_review claim_keys \
+	hostile_input hostile_extension claim_complete claim_ranges views_roles \
+	claim_review claim_keys \
 	promises upgrade
 REGRESS_OPTS = --load-extension=dlock
 
