@@ -82,7 +82,7 @@ claims-first-chunk-only@src/claim_manage.c@for (int start = 0; start < n; start 
 no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises
 no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises
 no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises
-claim-keys-as-written@src/claim_target.c@\tif (!t->pk_image_eq || t->pk_typmod >= 0)@\tif (false)@regress:claim_keys
+claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings)@\tif (false)@regress:claim_keys
 claim-fence-unlocked@src/claim_manage.c@\tdlock_key_lock(&kl, ShareLock);\n\tok = dlock_claim_store_held(@\tok = dlock_claim_store_held(@tap:075_two_phase
 EOF
 )

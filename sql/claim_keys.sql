@@ -3,8 +3,8 @@
 --
 -- A row's claim key is the text of its stored primary key.  Where a key
 -- type's equality is coarser than its text (numeric 1.0 = 1, float -0 = 0,
--- intervals, case-insensitive types and collations) or the column has a
--- typmod (char(n) pads), a key given to dlock_claimed, dlock_complete,
+-- intervals, case-insensitive types and collations) or the key is char(n)
+-- (the column pads it), a key given to dlock_claimed, dlock_complete,
 -- dlock_unclaim or dlock_claim_unheld names the row it equals, written
 -- any way.  Each table below holds one or two rows; the worker claims them
 -- and then names them the other way.

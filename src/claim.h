@@ -31,8 +31,7 @@ typedef struct ClaimTarget
 	AttrNumber	pk_attnum;
 	char	   *pk_colname;		/* quoted */
 	Oid			pk_type;
-	int32		pk_typmod;		/* the column's typmod (-1: none) */
-	bool		pk_image_eq;	/* equal keys are always one value, one text */
+	bool		pk_spellings;	/* equal keys can be written differently */
 	Oid			pk_array_type;
 	char	   *pk_eq_op;		/* OPERATOR(schema.=) of the primary key */
 	char	   *pk_lt_op;		/* its type's default < and > (NULL: none) */

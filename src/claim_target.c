@@ -243,20 +243,24 @@ open_primary_key(Relation rel)
 }
 
 /*
- * Whether keys equal under the primary key's equality are always the same
- * value (and so the same text): its operator class's "equalimage" support
- * function, as B-tree deduplication asks it.  No such function: no.
+ * Whether two keys equal under the primary key's equality can be written
+ * differently: unless its operator class's "equalimage" support function
+ * (the one B-tree deduplication asks) says equal keys are always the same
+ * value, and so the same text; and for char(n), whose column pads what an
+ * argument does not.
  */
 static bool
-key_is_image_equal(Relation idx)
+key_has_spellings(Relation idx, Oid type, int32 typmod)
 {
 	Oid			opcintype = idx->rd_opcintype[0];
 	Oid			proc = get_opfamily_proc(idx->rd_opfamily[0], opcintype,
 										 opcintype, BTEQUALIMAGE_PROC);
 
-	return OidIsValid(proc) &&
-		DatumGetBool(OidFunctionCall1Coll(proc, idx->rd_indcollation[0],
-										  ObjectIdGetDatum(opcintype)));
+	if (!OidIsValid(proc) ||
+		!DatumGetBool(OidFunctionCall1Coll(proc, idx->rd_indcollation[0],
+										   ObjectIdGetDatum(opcintype))))
+		return true;
+	return typmod >= 0 && getBaseType(type) == BPCHAROID;
 }
 
 /*
@@ -268,15 +272,16 @@ describe_primary_key(ClaimTarget *t, Relation rel, Relation idx)
 {
 	Oid			relid = t->relid;
 	Oid			eqop;
+	int32		typmod;
 	Oid			collation;
 	bool		isvarlena;
 	TypeCacheEntry *tc;
 
 	t->pk_attnum = idx->rd_index->indkey.values[0];
 	t->pk_colname = pstrdup(quote_identifier(get_attname(relid, t->pk_attnum, false)));
-	get_atttypetypmodcoll(relid, t->pk_attnum, &t->pk_type, &t->pk_typmod,
+	get_atttypetypmodcoll(relid, t->pk_attnum, &t->pk_type, &typmod,
 						  &collation);
-	t->pk_image_eq = key_is_image_equal(idx);
+	t->pk_spellings = key_has_spellings(idx, t->pk_type, typmod);
 	t->pk_array_type = get_array_type(t->pk_type);
 	eqop = get_opfamily_member(idx->rd_opfamily[0], idx->rd_opcintype[0],
 							   idx->rd_opcintype[0], BTEqualStrategyNumber);
@@ -496,8 +501,8 @@ probe_stored_key(const ClaimTarget *t, Oid relid, Datum value, Datum *stored)
 /*
  * The key text of a primary key value given as an argument (to
  * dlock_claimed, dlock_complete, ...).  Where equal keys can be written
- * differently (an equality coarser than the value, or a typmod: char(n)
- * pads, numeric(p,s) scales), the value is replaced by the stored key of
+ * differently (an equality coarser than the value, or char(n), which the
+ * column pads), the value is replaced by the stored key of
  * the row it matches, if any.  The rows of a partitioned table are looked
  * up in its leaves; an inheritance parent's claims are on its own rows
  * only.
@@ -506,7 +511,7 @@ text *
 dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value, Oid type)
 {
 	value = as_key_type(t, value, type);
-	if (!t->pk_image_eq || t->pk_typmod >= 0)
+	if (t->pk_spellings)
 	{
 		List	   *rels;
 		ListCell   *lc;
