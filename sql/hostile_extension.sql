@@ -68,11 +68,7 @@ GRANT CREATE ON DATABASE :"dbname" TO regress_dlock_hostile_a;
 SET ROLE regress_dlock_hostile_a;
 CREATE SCHEMA dlock;
 RESET ROLE;
-\set VERBOSITY sqlstate
-CREATE EXTENSION dlock;
-\echo :LAST_ERROR_MESSAGE
-\set VERBOSITY terse
-SELECT pg_temp.leftovers() AS leftovers;
+\i sql/include/hostile_create_fails.sql
 DROP SCHEMA dlock;
 
 -- a function with the signature of one of dlock's, owned by a
@@ -81,22 +77,14 @@ CREATE FUNCTION public.dlock_acquire(key text, holder text, ttl interval DEFAULT
                                      wait interval DEFAULT '0') RETURNS bigint
   LANGUAGE sql AS 'SELECT 1::bigint';
 RESET ROLE;
-\set VERBOSITY sqlstate
-CREATE EXTENSION dlock;
-\echo :LAST_ERROR_MESSAGE
-\set VERBOSITY terse
-SELECT pg_temp.leftovers() AS leftovers;
+\i sql/include/hostile_create_fails.sql
 DROP FUNCTION public.dlock_acquire(text, text, interval, interval);
 
 -- a view with the name of one of dlock's, owned by a
 SET ROLE regress_dlock_hostile_a;
 CREATE VIEW public.dlock_claims AS SELECT 1 AS x;
 RESET ROLE;
-\set VERBOSITY sqlstate
-CREATE EXTENSION dlock;
-\echo :LAST_ERROR_MESSAGE
-\set VERBOSITY terse
-SELECT pg_temp.leftovers() AS leftovers;
+\i sql/include/hostile_create_fails.sql
 DROP VIEW public.dlock_claims;
 
 -- an overload that would make the script's own call ambiguous
@@ -106,11 +94,7 @@ CREATE FUNCTION public.dlock_waiters(x int DEFAULT 0, OUT pid integer, OUT key t
                                      OUT queue_position integer)
   RETURNS SETOF record LANGUAGE sql AS 'SELECT 0, ''''::text, ''''::text, now(), 0';
 RESET ROLE;
-\set VERBOSITY sqlstate
-CREATE EXTENSION dlock;
-\echo :LAST_ERROR_MESSAGE
-\set VERBOSITY terse
-SELECT pg_temp.leftovers() AS leftovers;
+\i sql/include/hostile_create_fails.sql
 DROP FUNCTION public.dlock_waiters(int);
 
 -- look-alikes in pg_temp (types, tables, a sequence) and in public (types,
