@@ -35,7 +35,7 @@ OBJS = \
 	src/claim_sql.o \
 	src/views_sql.o
 
-DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock_proxy--0.3.sql
+DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock--0.3--0.4.sql dlock_proxy--0.3.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"
 
 # pg_regress tests: sql/NAME.sql against expected/NAME.out

@@ -1,6 +1,6 @@
 --
 -- upgrade: ALTER EXTENSION dlock UPDATE from every released version (0.1,
--- 0.2) reaches the default version with the same objects as a fresh
+-- 0.2, 0.3) reaches the default version with the same objects as a fresh
 -- install: functions with their definitions, volatility, parallel safety,
 -- settings, ACLs and comments; tables, views, sequences and indexes with
 -- their columns, options, ACLs, definitions and comments; the schema; the
@@ -81,6 +81,17 @@ CREATE EXTENSION dlock VERSION '0.2';
 ALTER EXTENSION dlock UPDATE;
 SELECT 'only after upgrade from 0.2' AS side, f FROM pg_temp.dlock_fingerprint() f
 EXCEPT SELECT 'only after upgrade from 0.2', f FROM fp_fresh
+UNION ALL
+(SELECT 'only in a fresh install', f FROM fp_fresh
+ EXCEPT SELECT 'only in a fresh install', f FROM pg_temp.dlock_fingerprint() f)
+ORDER BY 1, 2;
+
+-- from 0.3
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '0.3';
+ALTER EXTENSION dlock UPDATE;
+SELECT 'only after upgrade from 0.3' AS side, f FROM pg_temp.dlock_fingerprint() f
+EXCEPT SELECT 'only after upgrade from 0.3', f FROM fp_fresh
 UNION ALL
 (SELECT 'only in a fresh install', f FROM fp_fresh
  EXCEPT SELECT 'only in a fresh install', f FROM pg_temp.dlock_fingerprint() f)
