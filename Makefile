@@ -38,20 +38,18 @@ OBJS = \
 DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock--0.3--0.4.sql dlock_proxy--0.3.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"
 
-# pg_regress tests: sql/NAME.sql against expected/NAME.out
-REGRESS = idle_sweep lease_basic lease_errors lease_roles \
-	wait_isolation_levels \
-	claim_basic claim_errors claim_roles \
-	hostile_input hostile_extension claim_complete claim_ranges views_roles \
-	claim_review claim_keys \
-	promises upgrade
+# pg_regress tests: every sql/NAME.sql, run against expected/NAME.out in
+# name order, except idle_sweep first (it counts rows of a fresh database) and
+# upgrade last (it drops and re-creates the extension).  Isolation specs:
+# every specs/NAME.spec, in name order.  A new test needs no line here.
+REGRESS_FIRST = idle_sweep
+REGRESS_LAST = upgrade
+REGRESS = $(REGRESS_FIRST) \
+	$(filter-out $(REGRESS_FIRST) $(REGRESS_LAST),$(sort $(basename $(notdir $(wildcard $(srcdir)/sql/*.sql))))) \
+	$(REGRESS_LAST)
 REGRESS_OPTS = --load-extension=dlock
 
-# isolation specs: specs/NAME.spec against expected/NAME.out
-ISOLATION = lease_race lease_try_open_xact lease_validate_fence lease_wrong_holder \
-	wait_wake_release wait_wake_expiry wait_fifo wait_rollback_release wait_cancel wait_handover \
-	claim_disjoint claim_race_committed claim_complete_vs_takeover claim_complete_fence \
-	claim_inflight claim_complete_vs_renew serializable_retry views_latest fence_waits
+ISOLATION = $(sort $(basename $(notdir $(wildcard $(srcdir)/specs/*.spec))))
 ISOLATION_OPTS = --load-extension=dlock
 
 TAP_TESTS = 1
