@@ -22,6 +22,10 @@
  * peer is noticed on an idle connection.  Host names are resolved by
  * PQconnectPoll, which blocks while it does: use hostaddr to avoid that.
  *
+ * Errors are kept for messages as lines (libpq's, or the server's severity,
+ * message, detail and hint, without the statement's text), which the
+ * caller prints each with "dlock: " before it (print_lines).
+ *
  *-------------------------------------------------------------------------
  */
 #include <errno.h>
@@ -255,9 +259,20 @@ static DbResult
 classify_error(Db *db, PGresult *r)
 {
 	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *severity = PQresultErrorField(r, PG_DIAG_SEVERITY);
+	const char *primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
 
 	snprintf(db->sqlstate, sizeof(db->sqlstate), "%s", state ? state : "");
-	snprintf(db->error, sizeof(db->error), "%s", PQresultErrorMessage(r));
+	/* the message without the statement's text and its caret line */
+	if (primary)
+		snprintf(db->error, sizeof(db->error), "%s:  %s\n%s%s%s%s%s%s",
+				 severity ? severity : "ERROR", primary,
+				 detail ? "DETAIL:  " : "", detail ? detail : "", detail ? "\n" : "",
+				 hint ? "HINT:  " : "", hint ? hint : "", hint ? "\n" : "");
+	else
+		snprintf(db->error, sizeof(db->error), "%s", PQresultErrorMessage(r));
 	if (PQstatus(db->conn) != CONNECTION_OK)
 	{
 		db_close(db);
@@ -334,6 +349,26 @@ db_call(Db *db, const char *sql, int nparams, const char *const *params,
 	snprintf(out, outlen, "%s", PQgetvalue(r, 0, 0));
 	PQclear(r);
 	return DB_OK;
+}
+
+/*
+ * Print text (a message of libpq or of the server, one line or more) with
+ * "dlock: " before each of its lines, their leading blanks dropped.
+ */
+void
+print_lines(FILE *f, const char *text)
+{
+	while (*text)
+	{
+		size_t		len = strcspn(text, "\n");
+		size_t		skip = strspn(text, " \t");
+
+		if (skip < len)
+			fprintf(f, "dlock: %.*s\n", (int) (len - skip), text + skip);
+		text += len;
+		if (*text == '\n')
+			text++;
+	}
 }
 
 /* milliseconds as a PostgreSQL interval */

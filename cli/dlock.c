@@ -7,7 +7,6 @@
  *
  *-------------------------------------------------------------------------
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,18 +26,24 @@ static const char *usage_text =
 "  dlock status KEY                            who holds KEY\n"
 "  dlock list                                  the leases of this database role\n"
 "  dlock force-release KEY                     free KEY whoever holds it (operators)\n"
+"Options go before or after the command (not after \"--\").\n"
 "\n"
 "Options:\n"
 "  -d, --dbname CONNINFO  database name, conninfo string or URI (default: PGHOST,\n"
 "                         PGPORT, PGDATABASE, PGUSER, PGPASSWORD, .pgpass,\n"
 "                         PGSERVICE, as libpq does)\n"
-"  --ttl DURATION         lease length (default 30s)\n"
-"  --wait DURATION        how long to wait for the key (default 0: do not wait)\n"
-"  --holder NAME          holder name (default HOSTNAME:PID)\n"
-"  --token N              the token of the grant to renew or release\n"
-"  --grace DURATION       run: time between SIGTERM and SIGKILL of CMD (default 10s)\n"
+"  --ttl DURATION         run, acquire, renew: lease length, 1ms to 30d\n"
+"                         (default 30s; renew: the lease's own)\n"
+"  --wait DURATION        run, acquire: how long to wait for the key, 0 to 1d\n"
+"                         (default 0: do not wait)\n"
+"  --holder NAME          holder name, 1 to 256 bytes (run, acquire: default\n"
+"                         HOSTNAME:PID; renew, release: required)\n"
+"  --token N              renew, release: the token of the grant\n"
+"  --grace DURATION       run: time between SIGTERM and SIGKILL of CMD, 0 to 1d\n"
+"                         (default 10s)\n"
 "  --json                 print JSON\n"
 "  -h, --help             this help\n"
+"  -V, --version          dlock's version\n"
 "\n"
 "Durations: 500ms, 30s, 2m, 1h, 1d, or a number of seconds.\n"
 "Exit codes: 0 success (run: CMD's status, 128+N if signal N killed it),\n"
@@ -58,6 +63,12 @@ static const char *run_usage_text =
 "Exit codes: CMD's status, 64 usage, 69 database unreachable, 70 lease lost,\n"
 "75 not acquired within --wait.\n";
 
+void
+print_usage(FILE *f, bool run)
+{
+	fputs(run ? run_usage_text : usage_text, f);
+}
+
 long long
 now_ms(void)
 {
@@ -65,43 +76,6 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "dlock: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry \"dlock --help\".\n");
-	exit(EXIT_USAGE);
-}
-
-/* "500ms", "30s", "2m", "1h", "1d", "30 seconds", "30": milliseconds */
-static long long
-parse_duration(const char *s)
-{
-	char	   *end;
-	double		v = strtod(s, &end);
-	double		mult = 1000;
-
-	if (end == s || v < 0)
-		usage_error("invalid duration \"%s\"", s);
-	while (isspace((unsigned char) *end))
-		end++;
-	if (*end == '\0' || strcmp(end, "s") == 0 || strncmp(end, "sec", 3) == 0)
-		mult = 1000;
-	else if (strcmp(end, "ms") == 0 || strncmp(end, "msec", 4) == 0 ||
-			 strncmp(end, "millisecond", 11) == 0)
-		mult = 1;
-	else if (strcmp(end, "m") == 0 || strncmp(end, "min", 3) == 0)
-		mult = 60000;
-	else if (strcmp(end, "h") == 0 || strncmp(end, "hour", 4) == 0)
-		mult = 3600000;
-	else if (strcmp(end, "d") == 0 || strncmp(end, "day", 3) == 0)
-		mult = 86400000;
-	else
-		usage_error("invalid duration \"%s\"", s);
-	return (long long) (v * mult + 0.5);
 }
 
 void
@@ -120,15 +94,33 @@ json_string(const char *s)
 	putchar('"');
 }
 
-static int
+/* The message and exit code of a failed call. */
+int
 db_failure(Db *db, DbResult rc)
 {
-	fprintf(stderr, "dlock: %s", db->error[0] ? db->error : "no answer\n");
+	print_lines(stderr, db->error[0] ? db->error : "no answer from the database");
 	if (rc == DB_NOT_INSTALLED)
 		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");
 	if (rc == DB_ERROR && strncmp(db->sqlstate, "22", 2) == 0)
 		return EXIT_USAGE;
 	return EXIT_UNAVAIL;
+}
+
+/* The message and exit code of an acquire that did not return a token. */
+int
+acquire_failure(Db *db, const Options *o, DbResult rc)
+{
+	char		wait[64];
+
+	if (rc != DB_NULL)
+		return db_failure(db, rc);
+	if (o->wait_ms == 0)
+		snprintf(wait, sizeof(wait), "at once (no --wait)");
+	else
+		snprintf(wait, sizeof(wait), "within --wait %lldms", o->wait_ms);
+	fprintf(stderr, "dlock: %s not acquired %s: another holder has it, or others"
+			" wait for it\n", o->key, wait);
+	return EXIT_NOT_ACQUIRED;
 }
 
 static int
@@ -157,7 +149,7 @@ cmd_acquire(const Options *o)
 	}
 	else if (rc == DB_OK)
 		printf("%s\n", token);
-	return rc == DB_OK ? 0 : EXIT_NOT_ACQUIRED;
+	return rc == DB_OK ? 0 : acquire_failure(&db, o, rc);
 }
 
 /* renew or release: a boolean answer, 0 when true, 70 when not held */
@@ -167,6 +159,7 @@ cmd_bool(const Options *o, bool renew)
 	Db			db = {.conninfo = o->conninfo};
 	char		ttl[64], tok[32], ok[8];
 	DbResult	rc;
+	bool		yes;
 
 	snprintf(tok, sizeof(tok), "%lld", o->token);
 	if (renew)
@@ -187,16 +180,21 @@ cmd_bool(const Options *o, bool renew)
 	db_close(&db);
 	if (rc != DB_OK)
 		return db_failure(&db, rc);
+	yes = strcmp(ok, "t") == 0;
 	if (o->json)
 	{
 		printf("{\"key\": ");
 		json_string(o->key);
-		printf(", \"%s\": %s}\n", renew ? "renewed" : "released",
-			   strcmp(ok, "t") == 0 ? "true" : "false");
+		printf(", \"%s\": %s}\n", renew ? "renewed" : "released", yes ? "true" : "false");
 	}
 	else
-		printf("%s\n", strcmp(ok, "t") == 0 ? "true" : "false");
-	return strcmp(ok, "t") == 0 ? 0 : EXIT_LOST;
+		printf("%s\n", yes ? "true" : "false");
+	if (yes)
+		return 0;
+	fprintf(stderr, "dlock: %s not %s: holder %s of this role does not hold a live lease"
+			" on it%s%s\n", o->key, renew ? "renewed" : "released", o->holder,
+			o->has_token ? " with token " : "", o->has_token ? tok : "");
+	return EXIT_LOST;
 }
 
 /* status KEY, or list (key NULL): rows of dlock_locks */
@@ -267,19 +265,23 @@ cmd_force_release(const Options *o)
 	const char *p[1] = {o->key};
 	char		ok[8];
 	DbResult	rc = db_call(&db, "SELECT dlock_force_release($1)", 1, p, ok, sizeof(ok));
+	bool		yes;
 
 	db_close(&db);
 	if (rc != DB_OK)
 		return db_failure(&db, rc);
+	yes = strcmp(ok, "t") == 0;
 	if (o->json)
 	{
 		printf("{\"key\": ");
 		json_string(o->key);
-		printf(", \"released\": %s}\n", strcmp(ok, "t") == 0 ? "true" : "false");
+		printf(", \"released\": %s}\n", yes ? "true" : "false");
 	}
 	else
-		printf("%s\n", strcmp(ok, "t") == 0 ? "true" : "false");
-	return strcmp(ok, "t") == 0 ? 0 : EXIT_LOST;
+		printf("%s\n", yes ? "true" : "false");
+	if (!yes)
+		fprintf(stderr, "dlock: %s not released: nobody holds a live lease on it\n", o->key);
+	return yes ? 0 : EXIT_LOST;
 }
 
 static const char *
@@ -293,128 +295,35 @@ default_holder(void)
 	return buf;
 }
 
-/*
- * Read the options and KEY that follow the command cmd (argv[2..]) into *o,
- * and the words after "--" into *rest.  Returns false if --help asked for
- * the help, which is printed.
- */
-static bool
-parse_args(int argc, char **argv, const char *cmd, Options *o, char ***rest)
-{
-	for (int i = 2; i < argc; i++)
-	{
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-#define NEED_VALUE() do { if (!v) usage_error("%s needs a value", a); i++; } while (0)
-		if (strcmp(a, "--") == 0)
-		{
-			*rest = argv + i + 1;
-			break;
-		}
-		else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-		{
-			fputs(strcmp(cmd, "run") == 0 ? run_usage_text : usage_text, stdout);
-			return false;
-		}
-		else if (strcmp(a, "-d") == 0 || strcmp(a, "--dbname") == 0)
-		{
-			NEED_VALUE();
-			o->conninfo = v;
-		}
-		else if (strcmp(a, "--ttl") == 0)
-		{
-			NEED_VALUE();
-			o->ttl_ms = parse_duration(v);
-			o->has_ttl = true;
-		}
-		else if (strcmp(a, "--wait") == 0)
-		{
-			NEED_VALUE();
-			o->wait_ms = parse_duration(v);
-		}
-		else if (strcmp(a, "--grace") == 0)
-		{
-			NEED_VALUE();
-			o->grace_ms = parse_duration(v);
-		}
-		else if (strcmp(a, "--holder") == 0)
-		{
-			NEED_VALUE();
-			o->holder = v;
-		}
-		else if (strcmp(a, "--token") == 0)
-		{
-			char	   *end;
-
-			NEED_VALUE();
-			o->token = strtoll(v, &end, 10);
-			if (*v == '\0' || *end != '\0')
-				usage_error("invalid token \"%s\"", v);
-			o->has_token = true;
-		}
-		else if (strcmp(a, "--json") == 0)
-			o->json = true;
-		else if (a[0] == '-')
-			usage_error("unknown option %s", a);
-		else if (!o->key)
-			o->key = a;
-		else
-			usage_error("unexpected argument \"%s\"", a);
-#undef NEED_VALUE
-	}
-	return true;
-}
-
-/* run the command cmd with the options o; returns the exit code */
+/* run the command o->cmd (checked by parse_args); returns the exit code */
 static int
-run_command(const char *cmd, const Options *o, char **rest)
+run_command(const Options *o)
 {
-	if (strcmp(cmd, "list") == 0)
-		return o->key ? (usage_error("%s takes no key", cmd), 0) : cmd_show(o, NULL);
-	if (!o->key)
-		usage_error("%s needs a KEY", cmd);
+	const char *cmd = o->cmd;
+
 	if (strcmp(cmd, "run") == 0)
-	{
-		if (!rest || !rest[0])
-			usage_error("%s", "run needs -- CMD [ARGS...]");
-		if (o->ttl_ms <= 0)
-			usage_error("%s", "--ttl must be more than 0");
-		return cmd_run(o, rest);
-	}
-	if (rest)
-		usage_error("%s takes no command", cmd);
+		return cmd_run(o, o->cmd_argv);
 	if (strcmp(cmd, "acquire") == 0)
 		return cmd_acquire(o);
 	if (strcmp(cmd, "renew") == 0 || strcmp(cmd, "release") == 0)
 		return cmd_bool(o, strcmp(cmd, "renew") == 0);
 	if (strcmp(cmd, "status") == 0)
 		return cmd_show(o, o->key);
-	if (strcmp(cmd, "force-release") == 0)
-		return cmd_force_release(o);
-	usage_error("unknown command \"%s\"", cmd);
-	return EXIT_USAGE;
+	if (strcmp(cmd, "list") == 0)
+		return cmd_show(o, NULL);
+	return cmd_force_release(o);
 }
 
 int
 main(int argc, char **argv)
 {
 	Options		o;
-	const char *cmd;
-	char	  **rest = NULL;
 
 	memset(&o, 0, sizeof(o));
 	o.ttl_ms = 30000;
 	o.grace_ms = 10000;
-	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
-	{
-		fputs(usage_text, argc < 2 ? stderr : stdout);
-		return argc < 2 ? EXIT_USAGE : 0;
-	}
-	cmd = argv[1];
-	if (!parse_args(argc, argv, cmd, &o, &rest))
-		return 0;
+	parse_args(argc, argv, &o);
 	if (!o.holder)
 		o.holder = default_holder();
-	return run_command(cmd, &o, rest);
+	return run_command(&o);
 }

@@ -5,7 +5,8 @@
  *
  * Exit codes follow sysexits.h: 0 success (or the command's own status),
  * 64 usage error, 69 database unreachable or dlock not installed, 70 lease
- * lost, 75 not acquired within --wait.
+ * lost, 75 not acquired within --wait.  Every non-zero exit prints on
+ * standard error why, each line starting "dlock: ".
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <libpq-fe.h>
 
@@ -24,6 +26,8 @@
 
 typedef struct Options
 {
+	const char *cmd;			/* the subcommand */
+	char	  **cmd_argv;		/* run: CMD [ARGS...] after "--"; NULL: none */
 	const char *conninfo;		/* -d: conninfo string or URI; NULL: PG* env */
 	const char *key;
 	const char *holder;
@@ -70,6 +74,12 @@ extern DbResult db_call(Db *db, const char *sql, int nparams,
 extern DbResult db_rows(Db *db, const char *sql, int nparams,
 						const char *const *params, PGresult **res);
 extern char *interval_text(long long ms, char *buf, size_t len);
+extern void print_lines(FILE *f, const char *text);
+
+/* args.c */
+extern void parse_args(int argc, char **argv, Options *o);
+extern void usage_error(const char *fmt,...)
+			__attribute__((format(printf, 1, 2), noreturn));
 
 /* run.c */
 extern int	cmd_run(const Options *o, char **argv);
@@ -77,5 +87,8 @@ extern int	cmd_run(const Options *o, char **argv);
 /* dlock.c */
 extern long long now_ms(void);
 extern void json_string(const char *s);
+extern void print_usage(FILE *f, bool run);
+extern int	db_failure(Db *db, DbResult rc);
+extern int	acquire_failure(Db *db, const Options *o, DbResult rc);
 
 #endif							/* DLOCK_CLI_H */

@@ -109,20 +109,6 @@ exit_status_of(int status)
 	return 1;
 }
 
-/* exit code for a failed acquire */
-static int
-acquire_failure(Db *db, DbResult rc)
-{
-	if (rc == DB_NULL)
-		return EXIT_NOT_ACQUIRED;
-	fprintf(stderr, "dlock: %s", db->error[0] ? db->error : "no answer\n");
-	if (rc == DB_NOT_INSTALLED)
-		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");
-	if (rc == DB_ERROR && strncmp(db->sqlstate, "22", 2) == 0)
-		return EXIT_USAGE;
-	return EXIT_UNAVAIL;
-}
-
 /* the lease dlock run holds: what renewing it needs, and when it lapses */
 typedef struct RunLease
 {
@@ -206,8 +192,9 @@ renew_lease(RunLease *l, long long now)
 	}
 	else if (now_ms() >= l->lease_until)
 	{
-		fprintf(stderr, "dlock: lease %s lapsed while the database was unreachable: %s",
-				o->key, l->db.error);
+		fprintf(stderr, "dlock: lease %s lapsed while the database was unreachable:\n",
+				o->key);
+		print_lines(stderr, l->db.error);
 		return false;
 	}
 	else
@@ -243,7 +230,10 @@ take_lease(RunLease *l)
 	rc = db_call(&l->db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
 				 4, acq, l->token, sizeof(l->token));
 	if (rc != DB_OK)
-		return acquire_failure(&l->db, rc);
+	{
+		db_close(&l->db);
+		return acquire_failure(&l->db, o, rc);
+	}
 	answered = now_ms();
 	if (answered - sent > l->period / 2)
 	{
@@ -253,7 +243,7 @@ take_lease(RunLease *l)
 		{
 			db_close(&l->db);
 			if (rc != DB_OK && rc != DB_NULL)
-				return acquire_failure(&l->db, rc);
+				return db_failure(&l->db, rc);
 			fprintf(stderr, "dlock: lease %s lost before CMD started\n", o->key);
 			return EXIT_LOST;
 		}
@@ -339,8 +329,23 @@ release_lease(RunLease *l)
 		usleep(200 * 1000);
 	}
 	if (rc != DB_OK)
-		fprintf(stderr, "dlock: could not release %s (it lapses by itself): %s", o->key,
-				l->db.error);
+	{
+		fprintf(stderr, "dlock: could not release %s (it lapses by itself):\n", o->key);
+		print_lines(stderr, l->db.error);
+	}
+}
+
+/* What CMD's end (its wait status) means, on standard error if not 0. */
+static int
+command_status(const char *cmd, int status)
+{
+	int			rc = exit_status_of(status);
+
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "dlock: %s was killed by signal %d\n", cmd, WTERMSIG(status));
+	else if (rc != 0)
+		fprintf(stderr, "dlock: %s exited with status %d\n", cmd, rc);
+	return rc;
 }
 
 int
@@ -374,5 +379,5 @@ cmd_run(const Options *o, char **argv)
 	if (!lost)
 		release_lease(&l);
 	db_close(&l.db);
-	return lost ? EXIT_LOST : exit_status_of(status);
+	return lost ? EXIT_LOST : command_status(argv[0], status);
 }
