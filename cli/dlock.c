@@ -207,15 +207,22 @@ cmd_show(const Options *o, const char *key)
 	const char *p[1] = {key};
 	int			n;
 
+	/*
+	 * The owner's name is compared and shown as the catalog has it: no name
+	 * is parsed (current_user::regrole would read "Bob" as bob).
+	 */
 	if (key)
-		rc = db_rows(&db, "SELECT key, holder, owner::text, token, expires_at,"
-					 " round(extract(epoch FROM expires_at - clock_timestamp()), 3)"
-					 " FROM dlock_locks WHERE key = $1", 1, p, &r);
+		rc = db_rows(&db, "SELECT l.key, l.holder, r.rolname, l.token, l.expires_at,"
+					 " round(extract(epoch FROM l.expires_at - pg_catalog.clock_timestamp()), 3)"
+					 " FROM dlock_locks l"
+					 " LEFT JOIN pg_catalog.pg_roles r ON r.oid = l.owner::oid"
+					 " WHERE l.key = $1", 1, p, &r);
 	else
-		rc = db_rows(&db, "SELECT key, holder, owner::text, token, expires_at,"
-					 " round(extract(epoch FROM expires_at - clock_timestamp()), 3)"
-					 " FROM dlock_locks WHERE owner = current_user::regrole ORDER BY key",
-					 0, NULL, &r);
+		rc = db_rows(&db, "SELECT l.key, l.holder, r.rolname, l.token, l.expires_at,"
+					 " round(extract(epoch FROM l.expires_at - pg_catalog.clock_timestamp()), 3)"
+					 " FROM dlock_locks l"
+					 " JOIN pg_catalog.pg_roles r ON r.oid = l.owner::oid"
+					 " WHERE r.rolname = current_user ORDER BY l.key", 0, NULL, &r);
 	if (rc != DB_OK)
 	{
 		db_close(&db);

@@ -15,7 +15,9 @@
 #    is unreachable), with one line naming the argument and its range;
 #    the limits themselves are accepted;
 #  - every non-zero exit prints one reason line on standard error, each
-#    line starting "dlock: " (75, 70, 69, 64, CMD's failure).
+#    line starting "dlock: " (75, 70, 69, 64, CMD's failure);
+#  - list shows the caller's own leases whatever its role's name ("Bob" is
+#    not bob; "x.y z" works).
 
 use strict;
 use warnings;
@@ -217,6 +219,30 @@ reason_lines_ok($err, 'dlock not installed');
 ($rc, $out, $err) = dl('status', 'k', '-d', $node->connstr('postgres') . ' user=nosuchrole');
 is($rc, 69, 'a role that does not exist: 69');
 reason_lines_ok($err, 'a role that does not exist');
+
+# --- list by role: role names as the catalog spells them ---
+# list shows the caller's own leases: role "Bob" sees Bob's, not bob's, and
+# a role named "x.y z" works.
+$node->safe_psql('postgres', q{CREATE ROLE bob LOGIN; CREATE ROLE "Bob" LOGIN;
+	CREATE ROLE "x.y z" LOGIN});
+my %as = map { $_ => "$conn user='$_'" } ('bob', 'Bob', 'x.y z');
+is((dl('acquire', 'cli:bob', '--holder', 'hb', '--ttl', '5m', '-d', $as{bob}))[0], 0, 'bob acquires');
+is((dl('acquire', 'cli:Bob', '--holder', 'hB', '--ttl', '5m', '-d', $as{Bob}))[0], 0, '"Bob" acquires');
+is((dl('acquire', 'cli:xyz', '--holder', 'hx', '--ttl', '5m', '-d', $as{'x.y z'}))[0], 0,
+	'"x.y z" acquires');
+for my $role ('bob', 'Bob', 'x.y z')
+{
+	my ($rc, $out, $err) = dl('list', '--json', '-d', $as{$role});
+	my $key = { bob => 'cli:bob', Bob => 'cli:Bob', 'x.y z' => 'cli:xyz' }->{$role};
+	is_deeply([ $rc, [ map { [ $_->{key}, $_->{owner} ] } @{ dj($out, []) } ] ],
+		[ 0, [ [ $key, $role ] ] ], "list as role \"$role\": its own lease, named as it is")
+	  or diag($err);
+}
+($rc, $out) = dl('list', '-d', $as{'x.y z'});
+like($out, qr/^cli:xyz held by hx \(role x\.y z\) token \d+ until /, 'list as "x.y z": text');
+($rc, $out) = dl('status', 'cli:Bob', '--json', '-d', $as{Bob});
+is(dj($out, {})->{owner}, 'Bob', 'status as "Bob" of its own lease: owner Bob');
+dl('force-release', $_, '-d', $conn) for ('cli:bob', 'cli:Bob', 'cli:xyz');
 
 $node->stop;
 done_testing();
