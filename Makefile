@@ -81,7 +81,7 @@ dist:
 # the two elsewhere, e.g.
 #   make install-cli CLI_BINDIR=/usr/local/bin CLI_MANDIR=/usr/local/share/man
 # Its version (dlock --version) is META.json's.
-CLI_SRCS = cli/dlock.c cli/args.c cli/run.c cli/db.c
+CLI_SRCS = cli/dlock.c cli/args.c cli/acquire.c cli/run.c cli/db.c cli/signals.c
 CLI_BINDIR = $(bindir)
 CLI_MANDIR = $(mandir)
 all: cli/dlock

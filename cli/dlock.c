@@ -48,7 +48,9 @@ static const char *usage_text =
 "Durations: 500ms, 30s, 2m, 1h, 1d, or a number of seconds.\n"
 "Exit codes: 0 success (run: CMD's status, 128+N if signal N killed it),\n"
 "  64 usage error, 69 database unreachable or dlock not installed,\n"
-"  70 lease lost (or not held), 75 not acquired within --wait.\n";
+"  70 lease lost (or not held), 75 not acquired within --wait.\n"
+"SIGINT, SIGTERM or SIGHUP while acquiring: the wait is cancelled, nothing\n"
+"  stays held or queued, and dlock dies by the signal.\n";
 
 static const char *run_usage_text =
 "Usage: dlock run KEY [--ttl 30s] [--wait 0] [--holder NAME] [--grace 10s]\n"
@@ -59,7 +61,8 @@ static const char *run_usage_text =
 "lease is lost (a renewal fails, or the database stays unreachable until the\n"
 "lease would lapse), CMD gets SIGTERM, then SIGKILL after --grace, and dlock\n"
 "exits 70.  When CMD ends, dlock releases the lease and exits with CMD's\n"
-"status.  SIGINT, SIGTERM and SIGHUP are passed on to CMD.\n"
+"status.  SIGINT, SIGTERM and SIGHUP are passed on to CMD; before CMD starts\n"
+"they cancel the acquire (nothing stays held or queued) and end dlock.\n"
 "Exit codes: CMD's status, 64 usage, 69 database unreachable, 70 lease lost,\n"
 "75 not acquired within --wait.\n";
 
@@ -106,35 +109,13 @@ db_failure(Db *db, DbResult rc)
 	return EXIT_UNAVAIL;
 }
 
-/* The message and exit code of an acquire that did not return a token. */
-int
-acquire_failure(Db *db, const Options *o, DbResult rc)
-{
-	char		wait[64];
-
-	if (rc != DB_NULL)
-		return db_failure(db, rc);
-	if (o->wait_ms == 0)
-		snprintf(wait, sizeof(wait), "at once (no --wait)");
-	else
-		snprintf(wait, sizeof(wait), "within --wait %lldms", o->wait_ms);
-	fprintf(stderr, "dlock: %s not acquired %s: another holder has it, or others"
-			" wait for it\n", o->key, wait);
-	return EXIT_NOT_ACQUIRED;
-}
-
 static int
 cmd_acquire(const Options *o)
 {
 	Db			db = {.conninfo = o->conninfo};
-	char		ttl[64], wait[64], token[32];
-	const char *p[4] = {o->key, o->holder, ttl, wait};
-	DbResult	rc;
+	char		token[32];
+	DbResult	rc = acquire_lease(&db, o, token, sizeof(token));
 
-	interval_text(o->ttl_ms, ttl, sizeof(ttl));
-	interval_text(o->wait_ms, wait, sizeof(wait));
-	rc = db_call(&db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
-				 4, p, token, sizeof(token));
 	db_close(&db);
 	if (rc != DB_OK && rc != DB_NULL)
 		return db_failure(&db, rc);
