@@ -48,7 +48,8 @@ static const char *usage_text =
 "Durations: 500ms, 30s, 2m, 1h, 1d, or a number of seconds.\n"
 "Exit codes: 0 success (run: CMD's status, 128+N if signal N killed it),\n"
 "  64 usage error, 69 database unreachable or dlock not installed,\n"
-"  70 lease lost (or not held), 75 not acquired within --wait.\n"
+"  70 lease lost (or not held), 75 not acquired within --wait,\n"
+"  77 status: no lease visible, but the caller cannot see every role's.\n"
 "SIGINT, SIGTERM or SIGHUP while acquiring: the wait is cancelled, nothing\n"
 "  stays held or queued, and dlock dies by the signal.\n";
 
@@ -187,63 +188,75 @@ cmd_show(const Options *o, const char *key)
 	DbResult	rc;
 	const char *p[1] = {key};
 	int			n;
+	bool		unseen;
 
 	/*
-	 * The owner's name is compared and shown as the catalog has it: no name
-	 * is parsed (current_user::regrole would read "Bob" as bob).
+	 * Column 0: whether this role sees every role's leases; 1: its name;
+	 * then the lease, if any.  The owner's name is compared and shown as
+	 * the catalog has it: no name is parsed ("Bob" is not bob).
 	 */
 	if (key)
-		rc = db_rows(&db, "SELECT l.key, l.holder, r.rolname, l.token, l.expires_at,"
+		rc = db_rows(&db, "SELECT pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE'),"
+					 " current_user, l.key, l.holder, r.rolname, l.token, l.expires_at,"
 					 " round(extract(epoch FROM l.expires_at - pg_catalog.clock_timestamp()), 3)"
-					 " FROM dlock_locks l"
-					 " LEFT JOIN pg_catalog.pg_roles r ON r.oid = l.owner::oid"
-					 " WHERE l.key = $1", 1, p, &r);
+					 " FROM (SELECT 1) one"
+					 " LEFT JOIN dlock_locks l ON l.key = $1"
+					 " LEFT JOIN pg_catalog.pg_roles r ON r.oid = l.owner::oid", 1, p, &r);
 	else
-		rc = db_rows(&db, "SELECT l.key, l.holder, r.rolname, l.token, l.expires_at,"
+		rc = db_rows(&db, "SELECT true, current_user, l.key, l.holder, r.rolname, l.token,"
+					 " l.expires_at,"
 					 " round(extract(epoch FROM l.expires_at - pg_catalog.clock_timestamp()), 3)"
 					 " FROM dlock_locks l"
 					 " JOIN pg_catalog.pg_roles r ON r.oid = l.owner::oid"
 					 " WHERE r.rolname = current_user ORDER BY l.key", 0, NULL, &r);
+	db_close(&db);
 	if (rc != DB_OK)
-	{
-		db_close(&db);
 		return db_failure(&db, rc);
-	}
 	n = PQntuples(r);
-	if (o->json)
-		printf(key ? "" : "[");
-	if (key && n == 0 && o->json)
+	if (key && n == 1 && PQgetisnull(r, 0, 2))
+		n = 0;					/* the LEFT JOIN found no lease */
+	unseen = key && n == 0 && strcmp(PQgetvalue(r, 0, 0), "t") != 0;
+	if (key && n == 0)
 	{
-		printf("{\"key\": ");
-		json_string(key);
-		printf(", \"held\": false}\n");
+		if (o->json)
+		{
+			printf("{\"key\": ");
+			json_string(key);
+			printf(unseen ? ", \"held\": null, \"sees_all_roles\": false}\n"
+				   : ", \"held\": false}\n");
+		}
+		else
+			printf(unseen ? "%s not held by any role visible to you\n" : "%s free\n", key);
 	}
-	else if (key && n == 0)
-		printf("%s free\n", key);
+	if (!key && o->json)
+		printf("[");
 	for (int i = 0; i < n; i++)
 	{
 		if (o->json)
 		{
 			printf("%s{\"key\": ", i > 0 ? ", " : "");
-			json_string(PQgetvalue(r, i, 0));
-			printf(", \"held\": true, \"holder\": ");
-			json_string(PQgetvalue(r, i, 1));
-			printf(", \"owner\": ");
 			json_string(PQgetvalue(r, i, 2));
-			printf(", \"token\": %s, \"expires_at\": ", PQgetvalue(r, i, 3));
+			printf(", \"held\": true, \"holder\": ");
+			json_string(PQgetvalue(r, i, 3));
+			printf(", \"owner\": ");
 			json_string(PQgetvalue(r, i, 4));
-			printf(", \"expires_in_s\": %s}", PQgetvalue(r, i, 5));
+			printf(", \"token\": %s, \"expires_at\": ", PQgetvalue(r, i, 5));
+			json_string(PQgetvalue(r, i, 6));
+			printf(", \"expires_in_s\": %s}", PQgetvalue(r, i, 7));
 		}
 		else
-			printf("%s held by %s (role %s) token %s until %s\n", PQgetvalue(r, i, 0),
-				   PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
-				   PQgetvalue(r, i, 4));
+			printf("%s held by %s (role %s) token %s until %s\n", PQgetvalue(r, i, 2),
+				   PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+				   PQgetvalue(r, i, 6));
 	}
-	if (o->json)
-		printf(key ? (n > 0 ? "\n" : "") : "]\n");
+	if (o->json && (!key || n > 0))
+		printf(key ? "\n" : "]\n");
+	if (unseen)
+		fprintf(stderr, "dlock: %s: no lease that role %s may see; it may be held by a"
+				" role whose leases are hidden from it (pg_read_all_stats members see"
+				" all)\n", key, PQgetvalue(r, 0, 1));
 	PQclear(r);
-	db_close(&db);
-	return 0;
+	return unseen ? EXIT_NOT_VISIBLE : 0;
 }
 
 static int

@@ -5,8 +5,9 @@
  *
  * Exit codes follow sysexits.h: 0 success (or the command's own status),
  * 64 usage error, 69 database unreachable or dlock not installed, 70 lease
- * lost, 75 not acquired within --wait.  Every non-zero exit prints on
- * standard error why, each line starting "dlock: ".
+ * lost, 75 not acquired within --wait, 77 status cannot tell (the key may
+ * be held by a role whose leases the caller may not see).  Every non-zero
+ * exit prints one line on standard error saying why, starting "dlock: ".
  *
  *-------------------------------------------------------------------------
  */
@@ -23,6 +24,7 @@
 #define EXIT_UNAVAIL	69
 #define EXIT_LOST		70
 #define EXIT_NOT_ACQUIRED 75
+#define EXIT_NOT_VISIBLE 77
 
 typedef struct Options
 {

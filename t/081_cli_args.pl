@@ -17,7 +17,9 @@
 #  - every non-zero exit prints one reason line on standard error, each
 #    line starting "dlock: " (75, 70, 69, 64, CMD's failure);
 #  - list shows the caller's own leases whatever its role's name ("Bob" is
-#    not bob; "x.y z" works).
+#    not bob; "x.y z" works); status does not call a key free when the
+#    caller cannot see every role's leases (77, "held": null), and does for
+#    superusers and pg_read_all_stats members.
 
 use strict;
 use warnings;
@@ -220,12 +222,15 @@ reason_lines_ok($err, 'dlock not installed');
 is($rc, 69, 'a role that does not exist: 69');
 reason_lines_ok($err, 'a role that does not exist');
 
-# --- list by role: role names as the catalog spells them ---
+# --- list and status by role: role names as the catalog spells them ---
 # list shows the caller's own leases: role "Bob" sees Bob's, not bob's, and
-# a role named "x.y z" works.
+# a role named "x.y z" works.  status of a key with no lease the caller may
+# see: "free" only for a role that sees every role's leases (superuser,
+# pg_read_all_stats); anyone else cannot tell, and says so (exit 77).
 $node->safe_psql('postgres', q{CREATE ROLE bob LOGIN; CREATE ROLE "Bob" LOGIN;
-	CREATE ROLE "x.y z" LOGIN});
-my %as = map { $_ => "$conn user='$_'" } ('bob', 'Bob', 'x.y z');
+	CREATE ROLE "x.y z" LOGIN; CREATE ROLE carol LOGIN;
+	CREATE ROLE stats LOGIN IN ROLE pg_read_all_stats});
+my %as = map { $_ => "$conn user='$_'" } ('bob', 'Bob', 'x.y z', 'carol', 'stats');
 is((dl('acquire', 'cli:bob', '--holder', 'hb', '--ttl', '5m', '-d', $as{bob}))[0], 0, 'bob acquires');
 is((dl('acquire', 'cli:Bob', '--holder', 'hB', '--ttl', '5m', '-d', $as{Bob}))[0], 0, '"Bob" acquires');
 is((dl('acquire', 'cli:xyz', '--holder', 'hx', '--ttl', '5m', '-d', $as{'x.y z'}))[0], 0,
@@ -240,8 +245,26 @@ for my $role ('bob', 'Bob', 'x.y z')
 }
 ($rc, $out) = dl('list', '-d', $as{'x.y z'});
 like($out, qr/^cli:xyz held by hx \(role x\.y z\) token \d+ until /, 'list as "x.y z": text');
+($rc, $out, $err) = dl('status', 'cli:bob', '--json', '-d', $as{carol});
+is_deeply([ $rc, dj($out, {}) ], [ 77, { key => 'cli:bob', held => undef, sees_all_roles => JSON::PP::false } ],
+	'status as carol of a key bob holds: 77, held null (carol cannot tell), not "free"');
+like($err, qr/^dlock: cli:bob: no lease that role carol may see; [^\n]*\n\z/, '... one line says why');
+($rc, $out) = dl('status', 'cli:bob', '-d', $as{carol});
+is_deeply([ $rc, $out ], [ 77, "cli:bob not held by any role visible to you\n" ], '... and in text');
+($rc, $out) = dl('status', 'cli:nobody', '--json', '-d', $as{carol});
+is_deeply([ $rc, dj($out, {}) ], [ 77, { key => 'cli:nobody', held => undef, sees_all_roles => JSON::PP::false } ],
+	'status as carol of a free key: the same (carol cannot tell it from a hidden lease)');
+($rc, $out) = dl('status', 'cli:bob', '--json', '-d', $as{stats});
+my $j = dj($out, {});
+is_deeply([ $rc, $j->{held}, $j->{holder}, $j->{owner} ], [ 0, JSON::PP::true, 'hb', 'bob' ],
+	'status as a pg_read_all_stats member: held by hb, role bob');
+($rc, $out) = dl('status', 'cli:nobody', '--json', '-d', $as{stats});
+is_deeply([ $rc, dj($out, {}) ], [ 0, { key => 'cli:nobody', held => JSON::PP::false } ],
+	'status as a pg_read_all_stats member of a free key: free');
 ($rc, $out) = dl('status', 'cli:Bob', '--json', '-d', $as{Bob});
 is(dj($out, {})->{owner}, 'Bob', 'status as "Bob" of its own lease: owner Bob');
+($rc, $out, $err) = dl('acquire', 'cli:bob', '--holder', 'hc', '-d', $as{carol});
+ok($rc == 75 && $err =~ /^dlock: cli:bob not acquired/, 'carol\'s acquire of bob\'s key: 75, with a reason');
 dl('force-release', $_, '-d', $conn) for ('cli:bob', 'cli:Bob', 'cli:xyz');
 
 $node->stop;
