@@ -1,9 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * dlock.c
- *		The dlock command line: options, the script commands (acquire,
- *		renew, release, status, list, force-release) and their output.
- *		`dlock run` is in run.c, database access in db.c.
+ *		The dlock command line: main, the usage, the script commands
+ *		(acquire, renew, release, status, list, force-release) and their
+ *		output.  Arguments are read in args.c, leases acquired in
+ *		acquire.c, signals caught in signals.c, `dlock run` is in run.c,
+ *		database access in db.c.
+ *
+ * status and list read the dlock_locks view, which shows a role only the
+ * leases of roles whose privileges it has (superusers and members of
+ * pg_read_all_stats see all).  So status calls a key free only when the
+ * caller sees every role's leases; otherwise a missing lease may be a
+ * hidden one, and status says it cannot tell (exit 77).
  *
  *-------------------------------------------------------------------------
  */
@@ -179,6 +187,28 @@ cmd_bool(const Options *o, bool renew)
 	return EXIT_LOST;
 }
 
+/* row i of cmd_show's result (the lease from column 2 on), JSON or text */
+static void
+print_lease(PGresult *r, int i, bool json)
+{
+	if (json)
+	{
+		printf("%s{\"key\": ", i > 0 ? ", " : "");
+		json_string(PQgetvalue(r, i, 2));
+		printf(", \"held\": true, \"holder\": ");
+		json_string(PQgetvalue(r, i, 3));
+		printf(", \"owner\": ");
+		json_string(PQgetvalue(r, i, 4));
+		printf(", \"token\": %s, \"expires_at\": ", PQgetvalue(r, i, 5));
+		json_string(PQgetvalue(r, i, 6));
+		printf(", \"expires_in_s\": %s}", PQgetvalue(r, i, 7));
+	}
+	else
+		printf("%s held by %s (role %s) token %s until %s\n", PQgetvalue(r, i, 2),
+			   PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+			   PQgetvalue(r, i, 6));
+}
+
 /* status KEY, or list (key NULL): rows of dlock_locks */
 static int
 cmd_show(const Options *o, const char *key)
@@ -231,24 +261,7 @@ cmd_show(const Options *o, const char *key)
 	if (!key && o->json)
 		printf("[");
 	for (int i = 0; i < n; i++)
-	{
-		if (o->json)
-		{
-			printf("%s{\"key\": ", i > 0 ? ", " : "");
-			json_string(PQgetvalue(r, i, 2));
-			printf(", \"held\": true, \"holder\": ");
-			json_string(PQgetvalue(r, i, 3));
-			printf(", \"owner\": ");
-			json_string(PQgetvalue(r, i, 4));
-			printf(", \"token\": %s, \"expires_at\": ", PQgetvalue(r, i, 5));
-			json_string(PQgetvalue(r, i, 6));
-			printf(", \"expires_in_s\": %s}", PQgetvalue(r, i, 7));
-		}
-		else
-			printf("%s held by %s (role %s) token %s until %s\n", PQgetvalue(r, i, 2),
-				   PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
-				   PQgetvalue(r, i, 6));
-	}
+		print_lease(r, i, o->json);
 	if (o->json && (!key || n > 0))
 		printf(key ? "\n" : "]\n");
 	if (unseen)
