@@ -409,12 +409,14 @@ nothing_left('cli:sc', 'sig-c', 'connecting');
 # SIGTERM then does not cut the release short.
 my $relfile = "$dir/rel";
 my ($hl, $err_l) = dl_bg('run', 'cli:sl', '--holder', 'sig-l', '--ttl', '60s', '-d', $conn, '--',
-	'sh', '-c', "echo ready > $relfile.ready; while [ ! -e $relfile.go ]; do sleep 0.1; done");
+	'sh', '-c', "echo ready > $relfile.ready; while [ ! -e $relfile.go ]; do sleep 0.1; done;"
+	  . " echo done > $relfile.done");
 wait_file("$relfile.ready");
 my @stopped = postgres_pids();
 kill 'STOP', @stopped;
 PostgreSQL::Test::Utils::append_to_file("$relfile.go", "go\n");
-usleep(1_000_000);
+wait_file("$relfile.done");
+usleep(500_000);
 $hl->signal('TERM');
 usleep(300_000);
 kill 'CONT', @stopped;
