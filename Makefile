@@ -80,12 +80,14 @@ dist:
 # may be off PATH and MANPATH (Debian: /usr/lib/postgresql/NN/bin); to put
 # the two elsewhere, e.g.
 #   make install-cli CLI_BINDIR=/usr/local/bin CLI_MANDIR=/usr/local/share/man
-CLI_SRCS = cli/dlock.c cli/run.c cli/db.c
+# Its version (dlock --version) is META.json's.
+CLI_SRCS = cli/dlock.c cli/args.c cli/acquire.c cli/run.c cli/db.c cli/signals.c
 CLI_BINDIR = $(bindir)
 CLI_MANDIR = $(mandir)
 all: cli/dlock
-cli/dlock: $(CLI_SRCS) cli/dlock_cli.h
-	$(CC) $(CFLAGS) -Wall -Wextra -Wno-unused-parameter -I$(includedir) $(CLI_SRCS) \
+cli/dlock: $(CLI_SRCS) cli/dlock_cli.h META.json
+	$(CC) $(CFLAGS) -Wall -Wextra -Wno-unused-parameter -I$(includedir) \
+		-DDLOCK_VERSION='"$(DIST_VERSION)"' $(CLI_SRCS) \
 		-L$(libdir) $(LDFLAGS_EX) -lpq -o $@
 install: install-cli
 install-cli: cli/dlock

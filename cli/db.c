@@ -13,9 +13,16 @@
  * Nothing here blocks past db->deadline: the connection is made with
  * PQconnectStartParams/PQconnectPoll and the statement sent and its answer
  * read with libpq's asynchronous calls, waiting in poll() on the socket (and
- * on db->wake_fd, so that dlock run keeps passing signals on to CMD while
- * it waits).  A statement still unanswered at the deadline is cancelled and
- * its connection closed.  libpq's connect_timeout bounds the connection
+ * on db->wake_fd, the signal pipe: dlock run keeps passing signals on to
+ * CMD while it waits, and a signal while dlock acquires interrupts the
+ * call).  A statement still unanswered at the deadline is cancelled and
+ * its connection closed.  An interrupted connection attempt is given up;
+ * an interrupted statement is cancelled and its answer awaited (10 s at
+ * most), so that the caller learns what the server did.
+ *
+ * Errors are kept for messages as lines (libpq's, or the server's severity,
+ * message, detail and hint, without the statement's text), which the
+ * caller prints each with "dlock: " before it (print_lines).  libpq's connect_timeout bounds the connection
  * too, though for all of a conninfo's hosts together (libpq itself moves
  * to the next host when one times out; PQconnectPoll does not).  TCP
  * keepalives are on unless the conninfo says otherwise, so that a dead
@@ -37,13 +44,22 @@
 
 #include "dlock_cli.h"
 
+typedef enum WaitResult
+{
+	WAIT_READY,					/* the socket is ready */
+	WAIT_TIMEOUT,				/* the deadline passed */
+	WAIT_FAILED,				/* poll() failed (db->error says why) */
+	WAIT_SIGNAL					/* a signal interrupted the call */
+} WaitResult;
+
 /*
- * Wait until the connection's socket is ready for events, calling on_wake
- * whenever wake_fd is readable.  False at the deadline (and *timed_out set)
- * or on a poll() error.
+ * Wait until the connection's socket is ready for events, or the deadline
+ * (0: none), calling on_wake whenever wake_fd is readable.  The first
+ * signal on_wake returns interrupts the wait (WAIT_SIGNAL, db->interrupted
+ * set); later ones do not: the call is being ended by then.
  */
-static bool
-wait_socket(Db *db, int events, long long deadline, bool *timed_out)
+static WaitResult
+wait_socket(Db *db, int events, long long deadline)
 {
 	for (;;)
 	{
@@ -52,10 +68,7 @@ wait_socket(Db *db, int events, long long deadline, bool *timed_out)
 		long long	left = deadline > 0 ? deadline - now_ms() : -1;
 
 		if (deadline > 0 && left <= 0)
-		{
-			*timed_out = true;
-			return false;
-		}
+			return WAIT_TIMEOUT;
 		pfd[0].fd = PQsocket(db->conn);
 		pfd[0].events = (short) events;
 		pfd[0].revents = 0;
@@ -71,12 +84,20 @@ wait_socket(Db *db, int events, long long deadline, bool *timed_out)
 			if (errno == EINTR)
 				continue;
 			snprintf(db->error, sizeof(db->error), "poll: %s\n", strerror(errno));
-			return false;
+			return WAIT_FAILED;
 		}
 		if (n == 2 && pfd[1].revents != 0)
-			db->on_wake(db->wake_arg);
+		{
+			int			signo = db->on_wake(db->wake_arg);
+
+			if (signo != 0 && db->interrupted == 0)
+			{
+				db->interrupted = signo;
+				return WAIT_SIGNAL;
+			}
+		}
 		if (pfd[0].revents != 0)
-			return true;
+			return WAIT_READY;
 	}
 }
 
@@ -119,7 +140,7 @@ db_connect(Db *db)
 	const char *const val[] = {"1", "10", "5", "3", db->conninfo, NULL};
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
 	long long	deadline;
-	bool		timed_out = false;
+	WaitResult	w = WAIT_READY;
 
 	if (db->conn && PQstatus(db->conn) == CONNECTION_OK)
 		return true;
@@ -134,14 +155,16 @@ db_connect(Db *db)
 	while (PQstatus(db->conn) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
 		   st != PGRES_POLLING_FAILED)
 	{
-		if (!wait_socket(db, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline,
-						 &timed_out))
+		w = wait_socket(db, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
+		if (w != WAIT_READY)
 			break;
 		st = PQconnectPoll(db->conn);
 	}
 	if (st != PGRES_POLLING_OK || PQstatus(db->conn) != CONNECTION_OK)
 	{
-		if (timed_out)
+		if (w == WAIT_SIGNAL)
+			snprintf(db->error, sizeof(db->error), "interrupted while connecting\n");
+		else if (w == WAIT_TIMEOUT)
 			snprintf(db->error, sizeof(db->error),
 					 "connection to server at \"%s\" not made in time\n",
 					 PQhost(db->conn) ? PQhost(db->conn) : "");
@@ -209,6 +232,49 @@ send_cancel(Db *db)
 }
 
 /*
+ * Wait for the socket while a statement is under way, until db->deadline.
+ * Once a signal interrupts it, the statement is cancelled: a cancel
+ * request goes to the server, again every second (one that arrives before
+ * the statement started is lost), and the wait goes on for the answer
+ * (the cancel's error, or a result that came first), 10 s at most.
+ * False when the wait ends without the socket ready (*timed_out set if
+ * the time ran out).
+ */
+static bool
+await_answer(Db *db, int events, bool *timed_out)
+{
+	for (;;)
+	{
+		long long	deadline = db->deadline;
+		WaitResult	w;
+
+		if (db->cancelling)
+		{
+			if (now_ms() >= db->next_cancel)
+			{
+				send_cancel(db);
+				db->next_cancel = now_ms() + 1000;
+			}
+			deadline = db->next_cancel < db->cancel_until ? db->next_cancel : db->cancel_until;
+		}
+		w = wait_socket(db, events, deadline);
+		if (w == WAIT_READY)
+			return true;
+		if (w == WAIT_SIGNAL)
+		{
+			db->cancelling = true;
+			db->cancel_until = now_ms() + 10000;
+			db->next_cancel = now_ms();
+			continue;
+		}
+		if (w == WAIT_TIMEOUT && db->cancelling && now_ms() < db->cancel_until)
+			continue;			/* time to send the cancel again */
+		*timed_out = (w == WAIT_TIMEOUT);
+		return false;
+	}
+}
+
+/*
  * Send sql and read its answer, waiting at most until the deadline: the
  * last result, or NULL (the connection broke, or *timed_out).
  */
@@ -223,10 +289,10 @@ exchange(Db *db, const char *sql, int nparams, const char *const *params,
 
 	if (!PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0))
 		return NULL;
+	db->sent = true;
 	while ((f = PQflush(conn)) > 0)
 	{
-		if (!wait_socket(db, POLLIN | POLLOUT, db->deadline, timed_out) ||
-			!PQconsumeInput(conn))
+		if (!await_answer(db, POLLIN | POLLOUT, timed_out) || !PQconsumeInput(conn))
 			return NULL;
 	}
 	if (f < 0)
@@ -235,8 +301,7 @@ exchange(Db *db, const char *sql, int nparams, const char *const *params,
 	{
 		while (PQisBusy(conn))
 		{
-			if (!wait_socket(db, POLLIN, db->deadline, timed_out) ||
-				!PQconsumeInput(conn))
+			if (!await_answer(db, POLLIN, timed_out) || !PQconsumeInput(conn))
 			{
 				PQclear(res);
 				return NULL;
@@ -255,9 +320,20 @@ static DbResult
 classify_error(Db *db, PGresult *r)
 {
 	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	const char *severity = PQresultErrorField(r, PG_DIAG_SEVERITY);
+	const char *primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
 
 	snprintf(db->sqlstate, sizeof(db->sqlstate), "%s", state ? state : "");
-	snprintf(db->error, sizeof(db->error), "%s", PQresultErrorMessage(r));
+	/* the message without the statement's text and its caret line */
+	if (primary)
+		snprintf(db->error, sizeof(db->error), "%s:  %s\n%s%s%s%s%s%s",
+				 severity ? severity : "ERROR", primary,
+				 detail ? "DETAIL:  " : "", detail ? detail : "", detail ? "\n" : "",
+				 hint ? "HINT:  " : "", hint ? hint : "", hint ? "\n" : "");
+	else
+		snprintf(db->error, sizeof(db->error), "%s", PQresultErrorMessage(r));
 	if (PQstatus(db->conn) != CONNECTION_OK)
 	{
 		db_close(db);
@@ -291,12 +367,17 @@ db_rows(Db *db, const char *sql, int nparams, const char *const *params,
 
 	*res = NULL;
 	db->sqlstate[0] = '\0';
+	db->sent = false;
+	db->cancelling = false;
 	if (!db_connect(db))
 		return DB_UNREACHABLE;
 	r = exchange(db, sql, nparams, params, &timed_out);
 	if (r == NULL)
 	{
-		if (timed_out)
+		if (timed_out && db->cancelling)
+			snprintf(db->error, sizeof(db->error),
+					 "no answer from the database to the cancel request\n");
+		else if (timed_out)
 		{
 			snprintf(db->error, sizeof(db->error), "no answer from the database in time\n");
 			send_cancel(db);
@@ -334,6 +415,26 @@ db_call(Db *db, const char *sql, int nparams, const char *const *params,
 	snprintf(out, outlen, "%s", PQgetvalue(r, 0, 0));
 	PQclear(r);
 	return DB_OK;
+}
+
+/*
+ * Print text (a message of libpq or of the server, one line or more) with
+ * "dlock: " before each of its lines, their leading blanks dropped.
+ */
+void
+print_lines(FILE *f, const char *text)
+{
+	while (*text)
+	{
+		size_t		len = strcspn(text, "\n");
+		size_t		skip = strspn(text, " \t");
+
+		if (skip < len)
+			fprintf(f, "dlock: %.*s\n", (int) (len - skip), text + skip);
+		text += len;
+		if (*text == '\n')
+			text++;
+	}
 }
 
 /* milliseconds as a PostgreSQL interval */

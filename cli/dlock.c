@@ -1,13 +1,20 @@
 /*-------------------------------------------------------------------------
  *
  * dlock.c
- *		The dlock command line: options, the script commands (acquire,
- *		renew, release, status, list, force-release) and their output.
- *		`dlock run` is in run.c, database access in db.c.
+ *		The dlock command line: main, the usage, the script commands
+ *		(acquire, renew, release, status, list, force-release) and their
+ *		output.  Arguments are read in args.c, leases acquired in
+ *		acquire.c, signals caught in signals.c, `dlock run` is in run.c,
+ *		database access in db.c.
+ *
+ * status and list read the dlock_locks view, which shows a role only the
+ * leases of roles whose privileges it has (superusers and members of
+ * pg_read_all_stats see all).  So status calls a key free only when the
+ * caller sees every role's leases; otherwise a missing lease may be a
+ * hidden one, and status says it cannot tell (exit 77).
  *
  *-------------------------------------------------------------------------
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,23 +34,32 @@ static const char *usage_text =
 "  dlock status KEY                            who holds KEY\n"
 "  dlock list                                  the leases of this database role\n"
 "  dlock force-release KEY                     free KEY whoever holds it (operators)\n"
+"Options go before or after the command (not after \"--\").\n"
 "\n"
 "Options:\n"
 "  -d, --dbname CONNINFO  database name, conninfo string or URI (default: PGHOST,\n"
 "                         PGPORT, PGDATABASE, PGUSER, PGPASSWORD, .pgpass,\n"
 "                         PGSERVICE, as libpq does)\n"
-"  --ttl DURATION         lease length (default 30s)\n"
-"  --wait DURATION        how long to wait for the key (default 0: do not wait)\n"
-"  --holder NAME          holder name (default HOSTNAME:PID)\n"
-"  --token N              the token of the grant to renew or release\n"
-"  --grace DURATION       run: time between SIGTERM and SIGKILL of CMD (default 10s)\n"
+"  --ttl DURATION         run, acquire, renew: lease length, 1ms to 30d\n"
+"                         (default 30s; renew: the lease's own)\n"
+"  --wait DURATION        run, acquire: how long to wait for the key, 0 to 1d\n"
+"                         (default 0: do not wait)\n"
+"  --holder NAME          holder name, 1 to 256 bytes (run, acquire: default\n"
+"                         HOSTNAME:PID; renew, release: required)\n"
+"  --token N              renew, release: the token of the grant\n"
+"  --grace DURATION       run: time between SIGTERM and SIGKILL of CMD, 0 to 1d\n"
+"                         (default 10s)\n"
 "  --json                 print JSON\n"
 "  -h, --help             this help\n"
+"  -V, --version          dlock's version\n"
 "\n"
 "Durations: 500ms, 30s, 2m, 1h, 1d, or a number of seconds.\n"
 "Exit codes: 0 success (run: CMD's status, 128+N if signal N killed it),\n"
 "  64 usage error, 69 database unreachable or dlock not installed,\n"
-"  70 lease lost (or not held), 75 not acquired within --wait.\n";
+"  70 lease lost (or not held), 75 not acquired within --wait,\n"
+"  77 status: no lease visible, but the caller cannot see every role's.\n"
+"SIGINT, SIGTERM or SIGHUP while acquiring: the wait is cancelled, nothing\n"
+"  stays held or queued, and dlock dies by the signal.\n";
 
 static const char *run_usage_text =
 "Usage: dlock run KEY [--ttl 30s] [--wait 0] [--holder NAME] [--grace 10s]\n"
@@ -54,9 +70,16 @@ static const char *run_usage_text =
 "lease is lost (a renewal fails, or the database stays unreachable until the\n"
 "lease would lapse), CMD gets SIGTERM, then SIGKILL after --grace, and dlock\n"
 "exits 70.  When CMD ends, dlock releases the lease and exits with CMD's\n"
-"status.  SIGINT, SIGTERM and SIGHUP are passed on to CMD.\n"
+"status.  SIGINT, SIGTERM and SIGHUP are passed on to CMD; before CMD starts\n"
+"they cancel the acquire (nothing stays held or queued) and end dlock.\n"
 "Exit codes: CMD's status, 64 usage, 69 database unreachable, 70 lease lost,\n"
 "75 not acquired within --wait.\n";
+
+void
+print_usage(FILE *f, bool run)
+{
+	fputs(run ? run_usage_text : usage_text, f);
+}
 
 long long
 now_ms(void)
@@ -65,43 +88,6 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "dlock: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry \"dlock --help\".\n");
-	exit(EXIT_USAGE);
-}
-
-/* "500ms", "30s", "2m", "1h", "1d", "30 seconds", "30": milliseconds */
-static long long
-parse_duration(const char *s)
-{
-	char	   *end;
-	double		v = strtod(s, &end);
-	double		mult = 1000;
-
-	if (end == s || v < 0)
-		usage_error("invalid duration \"%s\"", s);
-	while (isspace((unsigned char) *end))
-		end++;
-	if (*end == '\0' || strcmp(end, "s") == 0 || strncmp(end, "sec", 3) == 0)
-		mult = 1000;
-	else if (strcmp(end, "ms") == 0 || strncmp(end, "msec", 4) == 0 ||
-			 strncmp(end, "millisecond", 11) == 0)
-		mult = 1;
-	else if (strcmp(end, "m") == 0 || strncmp(end, "min", 3) == 0)
-		mult = 60000;
-	else if (strcmp(end, "h") == 0 || strncmp(end, "hour", 4) == 0)
-		mult = 3600000;
-	else if (strcmp(end, "d") == 0 || strncmp(end, "day", 3) == 0)
-		mult = 86400000;
-	else
-		usage_error("invalid duration \"%s\"", s);
-	return (long long) (v * mult + 0.5);
 }
 
 void
@@ -120,10 +106,11 @@ json_string(const char *s)
 	putchar('"');
 }
 
-static int
+/* The message and exit code of a failed call. */
+int
 db_failure(Db *db, DbResult rc)
 {
-	fprintf(stderr, "dlock: %s", db->error[0] ? db->error : "no answer\n");
+	print_lines(stderr, db->error[0] ? db->error : "no answer from the database");
 	if (rc == DB_NOT_INSTALLED)
 		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");
 	if (rc == DB_ERROR && strncmp(db->sqlstate, "22", 2) == 0)
@@ -135,14 +122,9 @@ static int
 cmd_acquire(const Options *o)
 {
 	Db			db = {.conninfo = o->conninfo};
-	char		ttl[64], wait[64], token[32];
-	const char *p[4] = {o->key, o->holder, ttl, wait};
-	DbResult	rc;
+	char		token[32];
+	DbResult	rc = acquire_lease(&db, o, token, sizeof(token));
 
-	interval_text(o->ttl_ms, ttl, sizeof(ttl));
-	interval_text(o->wait_ms, wait, sizeof(wait));
-	rc = db_call(&db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
-				 4, p, token, sizeof(token));
 	db_close(&db);
 	if (rc != DB_OK && rc != DB_NULL)
 		return db_failure(&db, rc);
@@ -157,7 +139,7 @@ cmd_acquire(const Options *o)
 	}
 	else if (rc == DB_OK)
 		printf("%s\n", token);
-	return rc == DB_OK ? 0 : EXIT_NOT_ACQUIRED;
+	return rc == DB_OK ? 0 : acquire_failure(&db, o, rc);
 }
 
 /* renew or release: a boolean answer, 0 when true, 70 when not held */
@@ -167,6 +149,7 @@ cmd_bool(const Options *o, bool renew)
 	Db			db = {.conninfo = o->conninfo};
 	char		ttl[64], tok[32], ok[8];
 	DbResult	rc;
+	bool		yes;
 
 	snprintf(tok, sizeof(tok), "%lld", o->token);
 	if (renew)
@@ -187,16 +170,43 @@ cmd_bool(const Options *o, bool renew)
 	db_close(&db);
 	if (rc != DB_OK)
 		return db_failure(&db, rc);
+	yes = strcmp(ok, "t") == 0;
 	if (o->json)
 	{
 		printf("{\"key\": ");
 		json_string(o->key);
-		printf(", \"%s\": %s}\n", renew ? "renewed" : "released",
-			   strcmp(ok, "t") == 0 ? "true" : "false");
+		printf(", \"%s\": %s}\n", renew ? "renewed" : "released", yes ? "true" : "false");
 	}
 	else
-		printf("%s\n", strcmp(ok, "t") == 0 ? "true" : "false");
-	return strcmp(ok, "t") == 0 ? 0 : EXIT_LOST;
+		printf("%s\n", yes ? "true" : "false");
+	if (yes)
+		return 0;
+	fprintf(stderr, "dlock: %s not %s: holder %s of this role does not hold a live lease"
+			" on it%s%s\n", o->key, renew ? "renewed" : "released", o->holder,
+			o->has_token ? " with token " : "", o->has_token ? tok : "");
+	return EXIT_LOST;
+}
+
+/* row i of cmd_show's result (the lease from column 2 on), JSON or text */
+static void
+print_lease(PGresult *r, int i, bool json)
+{
+	if (json)
+	{
+		printf("%s{\"key\": ", i > 0 ? ", " : "");
+		json_string(PQgetvalue(r, i, 2));
+		printf(", \"held\": true, \"holder\": ");
+		json_string(PQgetvalue(r, i, 3));
+		printf(", \"owner\": ");
+		json_string(PQgetvalue(r, i, 4));
+		printf(", \"token\": %s, \"expires_at\": ", PQgetvalue(r, i, 5));
+		json_string(PQgetvalue(r, i, 6));
+		printf(", \"expires_in_s\": %s}", PQgetvalue(r, i, 7));
+	}
+	else
+		printf("%s held by %s (role %s) token %s until %s\n", PQgetvalue(r, i, 2),
+			   PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+			   PQgetvalue(r, i, 6));
 }
 
 /* status KEY, or list (key NULL): rows of dlock_locks */
@@ -208,56 +218,58 @@ cmd_show(const Options *o, const char *key)
 	DbResult	rc;
 	const char *p[1] = {key};
 	int			n;
+	bool		unseen;
 
+	/*
+	 * Column 0: whether this role sees every role's leases; 1: its name;
+	 * then the lease, if any.  The owner's name is compared and shown as
+	 * the catalog has it: no name is parsed ("Bob" is not bob).
+	 */
 	if (key)
-		rc = db_rows(&db, "SELECT key, holder, owner::text, token, expires_at,"
-					 " round(extract(epoch FROM expires_at - clock_timestamp()), 3)"
-					 " FROM dlock_locks WHERE key = $1", 1, p, &r);
+		rc = db_rows(&db, "SELECT pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE'),"
+					 " current_user, l.key, l.holder, r.rolname, l.token, l.expires_at,"
+					 " round(extract(epoch FROM l.expires_at - pg_catalog.clock_timestamp()), 3)"
+					 " FROM (SELECT 1) one"
+					 " LEFT JOIN dlock_locks l ON l.key = $1"
+					 " LEFT JOIN pg_catalog.pg_roles r ON r.oid = l.owner::oid", 1, p, &r);
 	else
-		rc = db_rows(&db, "SELECT key, holder, owner::text, token, expires_at,"
-					 " round(extract(epoch FROM expires_at - clock_timestamp()), 3)"
-					 " FROM dlock_locks WHERE owner = current_user::regrole ORDER BY key",
-					 0, NULL, &r);
+		rc = db_rows(&db, "SELECT true, current_user, l.key, l.holder, r.rolname, l.token,"
+					 " l.expires_at,"
+					 " round(extract(epoch FROM l.expires_at - pg_catalog.clock_timestamp()), 3)"
+					 " FROM dlock_locks l"
+					 " JOIN pg_catalog.pg_roles r ON r.oid = l.owner::oid"
+					 " WHERE r.rolname = current_user ORDER BY l.key", 0, NULL, &r);
+	db_close(&db);
 	if (rc != DB_OK)
-	{
-		db_close(&db);
 		return db_failure(&db, rc);
-	}
 	n = PQntuples(r);
-	if (o->json)
-		printf(key ? "" : "[");
-	if (key && n == 0 && o->json)
-	{
-		printf("{\"key\": ");
-		json_string(key);
-		printf(", \"held\": false}\n");
-	}
-	else if (key && n == 0)
-		printf("%s free\n", key);
-	for (int i = 0; i < n; i++)
+	if (key && n == 1 && PQgetisnull(r, 0, 2))
+		n = 0;					/* the LEFT JOIN found no lease */
+	unseen = key && n == 0 && strcmp(PQgetvalue(r, 0, 0), "t") != 0;
+	if (key && n == 0)
 	{
 		if (o->json)
 		{
-			printf("%s{\"key\": ", i > 0 ? ", " : "");
-			json_string(PQgetvalue(r, i, 0));
-			printf(", \"held\": true, \"holder\": ");
-			json_string(PQgetvalue(r, i, 1));
-			printf(", \"owner\": ");
-			json_string(PQgetvalue(r, i, 2));
-			printf(", \"token\": %s, \"expires_at\": ", PQgetvalue(r, i, 3));
-			json_string(PQgetvalue(r, i, 4));
-			printf(", \"expires_in_s\": %s}", PQgetvalue(r, i, 5));
+			printf("{\"key\": ");
+			json_string(key);
+			printf(unseen ? ", \"held\": null, \"sees_all_roles\": false}\n"
+				   : ", \"held\": false}\n");
 		}
 		else
-			printf("%s held by %s (role %s) token %s until %s\n", PQgetvalue(r, i, 0),
-				   PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
-				   PQgetvalue(r, i, 4));
+			printf(unseen ? "%s not held by any role visible to you\n" : "%s free\n", key);
 	}
-	if (o->json)
-		printf(key ? (n > 0 ? "\n" : "") : "]\n");
+	if (!key && o->json)
+		printf("[");
+	for (int i = 0; i < n; i++)
+		print_lease(r, i, o->json);
+	if (o->json && (!key || n > 0))
+		printf(key ? "\n" : "]\n");
+	if (unseen)
+		fprintf(stderr, "dlock: %s: no lease that role %s may see; it may be held by a"
+				" role whose leases are hidden from it (pg_read_all_stats members see"
+				" all)\n", key, PQgetvalue(r, 0, 1));
 	PQclear(r);
-	db_close(&db);
-	return 0;
+	return unseen ? EXIT_NOT_VISIBLE : 0;
 }
 
 static int
@@ -267,19 +279,23 @@ cmd_force_release(const Options *o)
 	const char *p[1] = {o->key};
 	char		ok[8];
 	DbResult	rc = db_call(&db, "SELECT dlock_force_release($1)", 1, p, ok, sizeof(ok));
+	bool		yes;
 
 	db_close(&db);
 	if (rc != DB_OK)
 		return db_failure(&db, rc);
+	yes = strcmp(ok, "t") == 0;
 	if (o->json)
 	{
 		printf("{\"key\": ");
 		json_string(o->key);
-		printf(", \"released\": %s}\n", strcmp(ok, "t") == 0 ? "true" : "false");
+		printf(", \"released\": %s}\n", yes ? "true" : "false");
 	}
 	else
-		printf("%s\n", strcmp(ok, "t") == 0 ? "true" : "false");
-	return strcmp(ok, "t") == 0 ? 0 : EXIT_LOST;
+		printf("%s\n", yes ? "true" : "false");
+	if (!yes)
+		fprintf(stderr, "dlock: %s not released: nobody holds a live lease on it\n", o->key);
+	return yes ? 0 : EXIT_LOST;
 }
 
 static const char *
@@ -293,128 +309,35 @@ default_holder(void)
 	return buf;
 }
 
-/*
- * Read the options and KEY that follow the command cmd (argv[2..]) into *o,
- * and the words after "--" into *rest.  Returns false if --help asked for
- * the help, which is printed.
- */
-static bool
-parse_args(int argc, char **argv, const char *cmd, Options *o, char ***rest)
-{
-	for (int i = 2; i < argc; i++)
-	{
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-#define NEED_VALUE() do { if (!v) usage_error("%s needs a value", a); i++; } while (0)
-		if (strcmp(a, "--") == 0)
-		{
-			*rest = argv + i + 1;
-			break;
-		}
-		else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-		{
-			fputs(strcmp(cmd, "run") == 0 ? run_usage_text : usage_text, stdout);
-			return false;
-		}
-		else if (strcmp(a, "-d") == 0 || strcmp(a, "--dbname") == 0)
-		{
-			NEED_VALUE();
-			o->conninfo = v;
-		}
-		else if (strcmp(a, "--ttl") == 0)
-		{
-			NEED_VALUE();
-			o->ttl_ms = parse_duration(v);
-			o->has_ttl = true;
-		}
-		else if (strcmp(a, "--wait") == 0)
-		{
-			NEED_VALUE();
-			o->wait_ms = parse_duration(v);
-		}
-		else if (strcmp(a, "--grace") == 0)
-		{
-			NEED_VALUE();
-			o->grace_ms = parse_duration(v);
-		}
-		else if (strcmp(a, "--holder") == 0)
-		{
-			NEED_VALUE();
-			o->holder = v;
-		}
-		else if (strcmp(a, "--token") == 0)
-		{
-			char	   *end;
-
-			NEED_VALUE();
-			o->token = strtoll(v, &end, 10);
-			if (*v == '\0' || *end != '\0')
-				usage_error("invalid token \"%s\"", v);
-			o->has_token = true;
-		}
-		else if (strcmp(a, "--json") == 0)
-			o->json = true;
-		else if (a[0] == '-')
-			usage_error("unknown option %s", a);
-		else if (!o->key)
-			o->key = a;
-		else
-			usage_error("unexpected argument \"%s\"", a);
-#undef NEED_VALUE
-	}
-	return true;
-}
-
-/* run the command cmd with the options o; returns the exit code */
+/* run the command o->cmd (checked by parse_args); returns the exit code */
 static int
-run_command(const char *cmd, const Options *o, char **rest)
+run_command(const Options *o)
 {
-	if (strcmp(cmd, "list") == 0)
-		return o->key ? (usage_error("%s takes no key", cmd), 0) : cmd_show(o, NULL);
-	if (!o->key)
-		usage_error("%s needs a KEY", cmd);
+	const char *cmd = o->cmd;
+
 	if (strcmp(cmd, "run") == 0)
-	{
-		if (!rest || !rest[0])
-			usage_error("%s", "run needs -- CMD [ARGS...]");
-		if (o->ttl_ms <= 0)
-			usage_error("%s", "--ttl must be more than 0");
-		return cmd_run(o, rest);
-	}
-	if (rest)
-		usage_error("%s takes no command", cmd);
+		return cmd_run(o, o->cmd_argv);
 	if (strcmp(cmd, "acquire") == 0)
 		return cmd_acquire(o);
 	if (strcmp(cmd, "renew") == 0 || strcmp(cmd, "release") == 0)
 		return cmd_bool(o, strcmp(cmd, "renew") == 0);
 	if (strcmp(cmd, "status") == 0)
 		return cmd_show(o, o->key);
-	if (strcmp(cmd, "force-release") == 0)
-		return cmd_force_release(o);
-	usage_error("unknown command \"%s\"", cmd);
-	return EXIT_USAGE;
+	if (strcmp(cmd, "list") == 0)
+		return cmd_show(o, NULL);
+	return cmd_force_release(o);
 }
 
 int
 main(int argc, char **argv)
 {
 	Options		o;
-	const char *cmd;
-	char	  **rest = NULL;
 
 	memset(&o, 0, sizeof(o));
 	o.ttl_ms = 30000;
 	o.grace_ms = 10000;
-	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
-	{
-		fputs(usage_text, argc < 2 ? stderr : stdout);
-		return argc < 2 ? EXIT_USAGE : 0;
-	}
-	cmd = argv[1];
-	if (!parse_args(argc, argv, cmd, &o, &rest))
-		return 0;
+	parse_args(argc, argv, &o);
 	if (!o.holder)
 		o.holder = default_holder();
-	return run_command(cmd, &o, rest);
+	return run_command(&o);
 }

@@ -5,7 +5,9 @@
  *
  * Exit codes follow sysexits.h: 0 success (or the command's own status),
  * 64 usage error, 69 database unreachable or dlock not installed, 70 lease
- * lost, 75 not acquired within --wait.
+ * lost, 75 not acquired within --wait, 77 status cannot tell (the key may
+ * be held by a role whose leases the caller may not see).  Every non-zero
+ * exit prints one line on standard error saying why, starting "dlock: ".
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <libpq-fe.h>
 
@@ -21,9 +24,12 @@
 #define EXIT_UNAVAIL	69
 #define EXIT_LOST		70
 #define EXIT_NOT_ACQUIRED 75
+#define EXIT_NOT_VISIBLE 77
 
 typedef struct Options
 {
+	const char *cmd;			/* the subcommand */
+	char	  **cmd_argv;		/* run: CMD [ARGS...] after "--"; NULL: none */
 	const char *conninfo;		/* -d: conninfo string or URI; NULL: PG* env */
 	const char *key;
 	const char *holder;
@@ -38,18 +44,27 @@ typedef struct Options
 
 /*
  * db.c: one connection, reconnected when it breaks.  Every wait on the
- * database (connecting, sending, waiting for the answer) ends at deadline;
- * while waiting, wake_fd is watched too and on_wake called when it is
- * readable (dlock run passes its signals on to CMD there).
+ * database (connecting, sending, waiting for the answer) ends at deadline.
+ * While waiting, wake_fd (the signal pipe) is watched too, and on_wake
+ * called when it is readable: it returns the number of a signal that
+ * interrupts the call, or 0 to go on waiting (dlock run passes signals on
+ * to CMD there).  An interrupted connection attempt is given up; an
+ * interrupted statement is cancelled on the server and its answer (an
+ * error, or a result that came first) awaited, at most 10 s.
  */
 typedef struct Db
 {
 	const char *conninfo;
 	PGconn	   *conn;
 	long long	deadline;		/* now_ms() by which a call gives up; 0: never */
-	void		(*on_wake) (void *arg); /* NULL: wake_fd is not watched */
+	int			(*on_wake) (void *arg); /* NULL: wake_fd is not watched */
 	void	   *wake_arg;
 	int			wake_fd;
+	int			interrupted;	/* the signal that interrupted a call; 0: none */
+	bool		sent;			/* the last call's statement was sent */
+	bool		cancelling;		/* the statement under way is being cancelled */
+	long long	cancel_until;	/* ... until then at most */
+	long long	next_cancel;	/* when to send the cancel request (again) */
 	char		error[512];		/* the last error, for messages */
 	char		sqlstate[6];
 } Db;
@@ -70,6 +85,23 @@ extern DbResult db_call(Db *db, const char *sql, int nparams,
 extern DbResult db_rows(Db *db, const char *sql, int nparams,
 						const char *const *params, PGresult **res);
 extern char *interval_text(long long ms, char *buf, size_t len);
+extern void print_lines(FILE *f, const char *text);
+
+/* args.c */
+extern void parse_args(int argc, char **argv, Options *o);
+extern void usage_error(const char *fmt,...)
+			__attribute__((format(printf, 1, 2), noreturn));
+
+/* signals.c: SIGINT, SIGTERM, SIGHUP and SIGCHLD, written to a pipe */
+extern int	signals_catch(void);
+extern int	signals_next(void);
+extern void signals_die(int signo) __attribute__((noreturn));
+
+/* acquire.c: acquiring, interrupted by the signals caught */
+extern DbResult acquire_lease(Db *db, const Options *o, char *token, size_t len);
+extern int	acquire_failure(Db *db, const Options *o, DbResult rc);
+extern void interrupted_release(Db *db, const Options *o, const char *token,
+								const char *phase) __attribute__((noreturn));
 
 /* run.c */
 extern int	cmd_run(const Options *o, char **argv);
@@ -77,5 +109,7 @@ extern int	cmd_run(const Options *o, char **argv);
 /* dlock.c */
 extern long long now_ms(void);
 extern void json_string(const char *s);
+extern void print_usage(FILE *f, bool run);
+extern int	db_failure(Db *db, DbResult rc);
 
 #endif							/* DLOCK_CLI_H */

@@ -10,9 +10,11 @@
  * lapsed), CMD gets SIGTERM, then SIGKILL after --grace, and dlock exits
  * 70.  When CMD ends, the lease is released with its token and dlock exits
  * with CMD's status (128 + the signal when a signal killed it).  SIGINT,
- * SIGTERM and SIGHUP sent to dlock are passed on to CMD, also while dlock
- * waits on the database.  A broken connection is made again while the
- * lease can still be renewed in time.
+ * SIGTERM and SIGHUP sent to dlock while CMD runs are passed on to it, also
+ * while dlock waits on the database; before CMD starts they cancel the
+ * acquire and end dlock, leaving nothing held or queued (acquire.c); once
+ * CMD has ended they do not cut the release short.  A broken connection is
+ * made again while the lease can still be renewed in time.
  *
  * No wait on the database outlasts the lease: dlock counts the lease's end
  * from when the acquire or the last successful renewal was sent (the server
@@ -33,45 +35,6 @@
 #include <unistd.h>
 
 #include "dlock_cli.h"
-
-static int sigpipe_fds[2] = {-1, -1};
-
-static void
-on_signal(int signo)
-{
-	int			saved = errno;
-	unsigned char b = (unsigned char) signo;
-
-	if (write(sigpipe_fds[1], &b, 1) < 0)
-	{
-		/* the pipe is full: the signal is pending there already */
-	}
-	errno = saved;
-}
-
-static void
-catch_signals(void)
-{
-	struct sigaction sa;
-	const int	sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
-
-	if (pipe(sigpipe_fds) != 0)
-	{
-		perror("dlock: pipe");
-		exit(EXIT_UNAVAIL);
-	}
-	for (int i = 0; i < 2; i++)
-	{
-		fcntl(sigpipe_fds[i], F_SETFL, fcntl(sigpipe_fds[i], F_GETFL) | O_NONBLOCK);
-		fcntl(sigpipe_fds[i], F_SETFD, FD_CLOEXEC);
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
-}
 
 static pid_t
 start_command(const Options *o, const char *token, char **argv)
@@ -109,20 +72,6 @@ exit_status_of(int status)
 	return 1;
 }
 
-/* exit code for a failed acquire */
-static int
-acquire_failure(Db *db, DbResult rc)
-{
-	if (rc == DB_NULL)
-		return EXIT_NOT_ACQUIRED;
-	fprintf(stderr, "dlock: %s", db->error[0] ? db->error : "no answer\n");
-	if (rc == DB_NOT_INSTALLED)
-		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");
-	if (rc == DB_ERROR && strncmp(db->sqlstate, "22", 2) == 0)
-		return EXIT_USAGE;
-	return EXIT_UNAVAIL;
-}
-
 /* the lease dlock run holds: what renewing it needs, and when it lapses */
 typedef struct RunLease
 {
@@ -136,30 +85,30 @@ typedef struct RunLease
 	long long	next_renew;
 } RunLease;
 
-/* pass the signals dlock got (all but SIGCHLD) on to the command */
+/*
+ * Pass the signals dlock got on to the command (once it has ended, while
+ * dlock releases the lease, they are dropped: the release goes on).
+ */
 static void
 pass_on_signals(pid_t child)
 {
-	unsigned char sigs[64];
-	ssize_t		n;
+	int			signo;
 
-	while ((n = read(sigpipe_fds[0], sigs, sizeof(sigs))) > 0)
+	while ((signo = signals_next()) != 0)
 	{
-		for (ssize_t i = 0; i < n; i++)
-		{
-			if (sigs[i] != SIGCHLD && child > 0)
-				kill(child, sigs[i]);	/* pass it on */
-		}
+		if (child > 0)
+			kill(child, signo);
 	}
 }
 
-/* the Db's wake callback: signals arrived while waiting on the database */
-static void
+/* the Db's wake callback while CMD runs: signals go on to CMD */
+static int
 on_db_wake(void *arg)
 {
 	RunLease   *l = (RunLease *) arg;
 
 	pass_on_signals(l->child);
+	return 0;
 }
 
 /*
@@ -206,8 +155,9 @@ renew_lease(RunLease *l, long long now)
 	}
 	else if (now_ms() >= l->lease_until)
 	{
-		fprintf(stderr, "dlock: lease %s lapsed while the database was unreachable: %s",
-				o->key, l->db.error);
+		fprintf(stderr, "dlock: lease %s lapsed while the database was unreachable:\n",
+				o->key);
+		print_lines(stderr, l->db.error);
 		return false;
 	}
 	else
@@ -225,35 +175,37 @@ renew_lease(RunLease *l, long long now)
  * latest.  It was granted between sending the acquire and its answer, so
  * it holds at least until the sending + ttl; when the acquire took long
  * (it waited), that is too early, and a renewal (before CMD starts) tells
- * instead.  Returns 0, or the exit code.
+ * instead.  Returns 0, or the exit code.  A signal before CMD starts
+ * cancels the acquire or releases the lease, and ends dlock (acquire.c).
  */
 static int
 take_lease(RunLease *l)
 {
 	const Options *o = l->o;
-	char		wait[64];
-	const char *acq[4] = {o->key, o->holder, l->ttl, wait};
 	long long	sent = now_ms();
 	long long	answered;
 	bool		renewed;
 	DbResult	rc;
 
-	interval_text(o->wait_ms, wait, sizeof(wait));
 	l->db.deadline = sent + o->wait_ms + o->ttl_ms;
-	rc = db_call(&l->db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
-				 4, acq, l->token, sizeof(l->token));
+	rc = acquire_lease(&l->db, o, l->token, sizeof(l->token));
 	if (rc != DB_OK)
-		return acquire_failure(&l->db, rc);
+	{
+		db_close(&l->db);
+		return acquire_failure(&l->db, o, rc);
+	}
 	answered = now_ms();
 	if (answered - sent > l->period / 2)
 	{
 		sent = now_ms();
 		rc = renew_call(l, answered + o->ttl_ms, &renewed);
+		if (l->db.interrupted)
+			interrupted_release(&l->db, o, l->token, "before CMD started, holding");
 		if (!renewed)
 		{
 			db_close(&l->db);
 			if (rc != DB_OK && rc != DB_NULL)
-				return acquire_failure(&l->db, rc);
+				return db_failure(&l->db, rc);
 			fprintf(stderr, "dlock: lease %s lost before CMD started\n", o->key);
 			return EXIT_LOST;
 		}
@@ -298,7 +250,7 @@ supervise(RunLease *l, int *status)
 	{
 		long long	now;
 		long long	until;
-		struct pollfd pfd = {sigpipe_fds[0], POLLIN, 0};
+		struct pollfd pfd = {l->db.wake_fd, POLLIN, 0};
 
 		pass_on_signals(l->child);
 		if (waitpid(l->child, status, WNOHANG) == l->child)
@@ -339,8 +291,23 @@ release_lease(RunLease *l)
 		usleep(200 * 1000);
 	}
 	if (rc != DB_OK)
-		fprintf(stderr, "dlock: could not release %s (it lapses by itself): %s", o->key,
-				l->db.error);
+	{
+		fprintf(stderr, "dlock: could not release %s (it lapses by itself):\n", o->key);
+		print_lines(stderr, l->db.error);
+	}
+}
+
+/* What CMD's end (its wait status) means, on standard error if not 0. */
+static int
+command_status(const char *cmd, int status)
+{
+	int			rc = exit_status_of(status);
+
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "dlock: %s was killed by signal %d\n", cmd, WTERMSIG(status));
+	else if (rc != 0)
+		fprintf(stderr, "dlock: %s exited with status %d\n", cmd, rc);
+	return rc;
 }
 
 int
@@ -349,6 +316,7 @@ cmd_run(const Options *o, char **argv)
 	RunLease	l = {.o = o, .db = {.conninfo = o->conninfo}};
 	int			status = 0;
 	int			rc;
+	int			signo;
 	bool		lost;
 
 	l.period = o->ttl_ms / 3 > 0 ? o->ttl_ms / 3 : 1;
@@ -356,7 +324,12 @@ cmd_run(const Options *o, char **argv)
 	if ((rc = take_lease(&l)) != 0)
 		return rc;
 
-	catch_signals();
+	/* a signal that came as the lease was granted: CMD does not start */
+	if ((signo = signals_next()) != 0)
+	{
+		l.db.interrupted = signo;
+		interrupted_release(&l.db, o, l.token, "before CMD started, holding");
+	}
 	l.child = start_command(o, l.token, argv);
 	if (l.child < 0)
 	{
@@ -366,7 +339,6 @@ cmd_run(const Options *o, char **argv)
 		return EXIT_UNAVAIL;
 	}
 	/* while waiting on the database, too, signals go on to CMD */
-	l.db.wake_fd = sigpipe_fds[0];
 	l.db.wake_arg = &l;
 	l.db.on_wake = on_db_wake;
 
@@ -374,5 +346,5 @@ cmd_run(const Options *o, char **argv)
 	if (!lost)
 		release_lease(&l);
 	db_close(&l.db);
-	return lost ? EXIT_LOST : exit_status_of(status);
+	return lost ? EXIT_LOST : command_status(argv[0], status);
 }

@@ -10,11 +10,22 @@
 # shows, a server restart shorter than the ttl (dlock reconnects and renews),
 # a hung server (dlock stops CMD at the lease's end, not later), and running
 # behind pgbouncer in transaction mode.
+#
+# Signals in every phase leave nothing held or queued on the server, and
+# another holder then acquires the key at once: while dlock connects (the
+# postmaster stopped), while it waits for the key (acquire and run; SIGHUP,
+# SIGINT, SIGTERM: the wait is cancelled and dlock dies by the signal),
+# when a hand-over is granted as the signal comes (the waiter's backend
+# stopped meanwhile), while CMD runs (passed on; released when CMD ends),
+# and while dlock run releases (the release goes on).  A cancelled
+# re-acquire leaves the holder's earlier lease as it was.  Arguments,
+# messages, and list and status by role are in 081_cli_args.pl.
 
 use strict;
 use warnings;
 
 use IPC::Run;
+use POSIX ();
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -120,6 +131,67 @@ sub postgres_pids
 		push @pids, ($stat =~ m{/proc/(\d+)/})[0] if $1 == $pm;
 	}
 	return @pids;
+}
+
+# start dlock in the background: (harness, \stderr), given up after 90 s
+sub dl_bg
+{
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start([ 'dlock', @_ ], '<', \undef, '>', \$out, '2>', \$err,
+		IPC::Run::timeout(90));
+	return ($h, \$err);
+}
+
+# wait for a background dlock to end: its wait status ($?; -1: it did not end)
+sub dl_wait_status
+{
+	my ($h) = @_;
+	my $st = eval { $h->finish; $h->full_result(0) };
+	if (!defined $st)
+	{
+		diag("dlock did not end: $@");
+		$h->kill_kill(grace => 1);
+		return -1;
+	}
+	return $st;
+}
+
+# wait until holder waits in dlock_acquire: its backend's pid
+sub wait_waiting
+{
+	my ($holder) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM dlock_waiters WHERE holder = '$holder'")
+	  or die "$holder never waited";
+	return $node->safe_psql('postgres', "SELECT pid FROM dlock_waiters WHERE holder = '$holder'");
+}
+
+# wait until a background dlock has a socket open (it connects, or is
+# connected): it catches its signals by then
+sub wait_socket
+{
+	my ($h) = @_;
+	my $pid = $h->{KIDS}[0]{PID};
+	for (1 .. 300)
+	{
+		return 1 if grep { (readlink($_) // '') =~ /^socket:/ } glob "/proc/$pid/fd/*";
+		usleep(100_000);
+	}
+	die "dlock $pid never opened a socket";
+}
+
+# After dlock ended: nothing held or queued for holder, and another holder
+# acquires key at once.
+sub nothing_left
+{
+	my ($key, $holder, $name) = @_;
+	is($node->safe_psql('postgres',
+		"SELECT (SELECT count(*) FROM dlock_locks WHERE holder = '$holder')"
+		  . " + (SELECT count(*) FROM dlock_waiters WHERE holder = '$holder')"),
+		'0', "$name: nothing held or queued for $holder");
+	is((dl('acquire', $key, '--holder', 'next', '--ttl', '1s', '-d', $conn))[0], 0,
+		"$name: another holder acquires $key at once");
+	return;
 }
 
 # --- usage and connection errors ---
@@ -241,7 +313,7 @@ is(holder_of('cli:s'), '', 'the lease is released after CMD was killed');
 for my $sig (qw(HUP INT TERM))
 {
 	my $sigfile = "$dir/sig-$sig";
-	my $h = dl_start('run', "cli:g$sig", '-d', $conn, '--', 'sh', '-c',
+	my $h = dl_start('run', "cli:g$sig", '--holder', "sig-g$sig", '-d', $conn, '--', 'sh', '-c',
 		"trap 'echo got-$sig > $sigfile; exit 3' $sig; echo ready > $sigfile.ready; "
 		  . "sleep 30 >/dev/null 2>&1 & wait");
 	wait_file("$sigfile.ready");
@@ -249,7 +321,110 @@ for my $sig (qw(HUP INT TERM))
 	is(dl_finish($h), 3, "SIG$sig to dlock reaches CMD, whose status (3) dlock exits with");
 	is(slurp_file_or_empty($sigfile), "got-$sig\n", "CMD got the SIG$sig");
 	is(holder_of("cli:g$sig"), '', "the lease is released after CMD ended (SIG$sig)");
+	nothing_left("cli:g$sig", "sig-g$sig", "run, holding, SIG$sig");
 }
+
+# --- a signal while dlock waits for the key cancels the wait ---
+# The server must not keep the wait queued (it would get the lease later,
+# held by no process) nor keep a lease granted as the signal came.  dlock
+# ends by the signal, saying so; CMD never runs.
+my %signo = (HUP => POSIX::SIGHUP(), INT => POSIX::SIGINT(), TERM => POSIX::SIGTERM());
+my $i = 0;
+for my $case ([ 'acquire', 'TERM' ], [ 'acquire', 'HUP' ], [ 'run', 'INT' ], [ 'run', 'TERM' ])
+{
+	my ($cmd, $sig) = @$case;
+	my ($key, $holder, $ran) = ("cli:sw$i", "sig-w$i", "$dir/ran-$i");
+	$i++;
+	dl('acquire', $key, '--holder', 'blocker', '--ttl', '5m', '-d', $conn);
+	my ($h, $err) = dl_bg($cmd, $key, '--holder', $holder, '--wait', '60s', '--ttl', '5m',
+		'-d', $conn, $cmd eq 'run' ? ('--', 'sh', '-c', "echo ran > $ran") : ());
+	wait_waiting($holder);
+	$h->signal($sig);
+	my $st = dl_wait_status($h);
+	is($st & 127, $signo{$sig}, "$cmd, waiting: SIG$sig ends dlock by SIG$sig");
+	like($$err, qr/^dlock: SIG$sig while acquiring $key: cancelled; it left nothing held or queued\n\z/,
+		"$cmd, waiting: one line says the wait was cancelled");
+	is((dl('release', $key, '--holder', 'blocker', '-d', $conn))[0], 0, "$cmd, waiting: blocker releases");
+	nothing_left($key, $holder, "$cmd, waiting, SIG$sig");
+	ok(!-e $ran, "$cmd, waiting: CMD never ran");
+}
+
+# --- a grant that comes as the signal does is released ---
+# The waiter's backend is stopped; the blocker's release hands the key over
+# to it; dlock gets SIGTERM and cancels; the backend resumes: whether it
+# answers with the token or the cancel, dlock releases the lease it never
+# saw the token of.
+dl('acquire', 'cli:sr', '--holder', 'blocker', '--ttl', '5m', '-d', $conn);
+my ($hr, $err_r) = dl_bg('acquire', 'cli:sr', '--holder', 'sig-r', '--wait', '60s', '--ttl', '5m',
+	'-d', $conn);
+my $waiter = wait_waiting('sig-r');
+kill 'STOP', $waiter;
+is((dl('release', 'cli:sr', '--holder', 'blocker', '-d', $conn))[0], 0,
+	'grant race: the blocker releases while the waiter\'s backend is stopped');
+note('cli:sr is now held by "' . holder_of('cli:sr') . '"');
+$hr->signal('TERM');
+usleep(500_000);
+kill 'CONT', $waiter;
+is(dl_wait_status($hr) & 127, POSIX::SIGTERM(), 'grant race: SIGTERM ends dlock');
+like($$err_r, qr/^dlock: SIGTERM while acquiring cli:sr: cancelled; [^\n]*\n\z/,
+	'grant race: one line says so');
+nothing_left('cli:sr', 'sig-r', 'grant race');
+
+# --- a re-acquire cancelled leaves the holder's lease as it was ---
+# The holder's own live lease, blocked by a fence (dlock_validate in an open
+# transaction): its re-acquire waits; a signal cancels it; the lease stays.
+my $tok_k = (dl('acquire', 'cli:sk', '--holder', 'sig-k', '--ttl', '5m', '-d', $conn))[1];
+chomp $tok_k;
+my $fence = $node->background_psql('postgres');
+$fence->query_safe("BEGIN; SELECT dlock_validate('cli:sk', 'sig-k', $tok_k)");
+my ($hk, $err_k) = dl_bg('acquire', 'cli:sk', '--holder', 'sig-k', '--wait', '60s', '-d', $conn);
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT dlock_acquire(%'"
+	  . " AND state = 'active' AND wait_event IS NOT NULL")
+  or die 'the re-acquire never waited';
+$hk->signal('TERM');
+usleep(300_000);
+$fence->query_safe('COMMIT');
+$fence->quit;
+is(dl_wait_status($hk) & 127, POSIX::SIGTERM(), 're-acquire, waiting: SIGTERM ends dlock');
+like($$err_k, qr/^dlock: SIGTERM while acquiring cli:sk: cancelled; it left nothing held or queued\n\z/,
+	're-acquire, waiting: one line says so');
+is($node->safe_psql('postgres', "SELECT holder, token FROM dlock_locks WHERE key = 'cli:sk'"),
+	"sig-k|$tok_k", 're-acquire, waiting: the holder keeps the lease it had, same token');
+
+# --- a signal while dlock connects: it gives up, nothing was sent ---
+my ($pm) = split /\n/, PostgreSQL::Test::Utils::slurp_file($node->data_dir . '/postmaster.pid');
+kill 'STOP', $pm;
+my ($hc, $err_c) = dl_bg('acquire', 'cli:sc', '--holder', 'sig-c', '--wait', '10s', '-d', $conn);
+wait_socket($hc);
+usleep(300_000);
+$hc->signal('TERM');
+my $st_c = dl_wait_status($hc);
+kill 'CONT', $pm;
+is($st_c & 127, POSIX::SIGTERM(), 'connecting: SIGTERM ends dlock');
+like($$err_c, qr/^dlock: SIGTERM while connecting to acquire cli:sc: cancelled; it left nothing held or queued\n\z/,
+	'connecting: one line says so');
+nothing_left('cli:sc', 'sig-c', 'connecting');
+
+# --- a signal while dlock run releases: the release goes on ---
+# CMD ends while every server process is stopped: dlock waits to release;
+# SIGTERM then does not cut the release short.
+my $relfile = "$dir/rel";
+my ($hl, $err_l) = dl_bg('run', 'cli:sl', '--holder', 'sig-l', '--ttl', '60s', '-d', $conn, '--',
+	'sh', '-c', "echo ready > $relfile.ready; while [ ! -e $relfile.go ]; do sleep 0.1; done;"
+	  . " echo done > $relfile.done");
+wait_file("$relfile.ready");
+my @stopped = postgres_pids();
+kill 'STOP', @stopped;
+PostgreSQL::Test::Utils::append_to_file("$relfile.go", "go\n");
+wait_file("$relfile.done");
+usleep(500_000);
+$hl->signal('TERM');
+usleep(300_000);
+kill 'CONT', @stopped;
+is(dl_wait_status($hl), 0, 'releasing: SIGTERM does not stop the release; dlock exits with CMD\'s 0');
+note("dlock's stderr: $$err_l");
+nothing_left('cli:sl', 'sig-l', 'run, releasing');
 
 # --- force-release while CMD runs: CMD terminated, exit 70 ---
 my $termfile = "$dir/term";
