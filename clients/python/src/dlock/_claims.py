@@ -3,6 +3,7 @@ claims renewed in the background while you work on a batch."""
 from __future__ import annotations
 
 import threading
+import weakref
 from types import TracebackType
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Type
 
@@ -221,12 +222,16 @@ class Claims:
         self.stop = stop if stop is not None else threading.Event()
         self._on_lost = on_lost
         self._loop: Optional[LoopThread] = None
-        self._gen: Optional[Generator[Batch, None, None]] = None
+        # weakly: the generator refers to self, and must be closed (its
+        # claims given back) as soon as the for loop drops it
+        self._gen: Optional["weakref.ref[Generator[Batch, None, None]]"] = None
 
     def __iter__(self) -> Iterator[Batch]:
-        if self._gen is None:
-            self._gen = self._iterate()
-        return self._gen
+        gen = self._gen() if self._gen is not None else None
+        if gen is None:
+            gen = self._iterate()
+            self._gen = weakref.ref(gen)
+        return gen
 
     def _iterate(self) -> Generator[Batch, None, None]:
         self._loop = loop = LoopThread(f"dlock claims {self.holder}")
@@ -252,8 +257,9 @@ class Claims:
     def close(self) -> None:
         """End the loop: the current batch's claims are given back."""
         self.stop.set()
-        if self._gen is not None:
-            self._gen.close()
+        gen = self._gen() if self._gen is not None else None
+        if gen is not None:
+            gen.close()
 
     def __enter__(self) -> "Claims":
         return self

@@ -90,14 +90,19 @@ def wrap(exc: BaseException, what: str) -> DatabaseError:
     return err
 
 
-def _cancel_in_thread(conn: psycopg.AsyncConnection) -> None:
+def _cancel_in_thread(conn: psycopg.AsyncConnection[Any]) -> None:
     """Send a cancel request for conn's statement without blocking the loop
-    (a daemon thread: an unreachable server never holds up the exit)."""
+    (a daemon thread: an unreachable server never holds up the exit).  The
+    request is made now, so that conn may be closed at once."""
+    try:
+        req = conn.pgconn.get_cancel()
+    except Exception:  # best effort: the connection is dropped anyway
+        return
 
     def send() -> None:
         try:
-            conn.cancel()
-        except Exception:  # best effort: the connection is dropped anyway
+            req.cancel()
+        except Exception:
             pass
 
     threading.Thread(target=send, name="dlock cancel", daemon=True).start()
