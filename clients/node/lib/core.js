@@ -12,6 +12,11 @@ const pg = require('pg')
 
 const now = () => performance.now()
 
+// setTimeout takes at most 2^31 - 1 ms (some 24 days); longer waits are cut
+// there (a timer that fires early only makes the caller look again)
+const MAX_TIMER = 2147483647
+const timerMs = (ms) => Math.min(Math.max(0, ms), MAX_TIMER)
+
 class DlockError extends Error {
   constructor(message, options) {
     super(message, options)
@@ -85,7 +90,7 @@ function sleep(ms, signal) {
       if (signal) signal.removeEventListener('abort', done)
       resolve()
     }
-    const t = setTimeout(done, Math.max(0, ms))
+    const t = setTimeout(done, timerMs(ms))
     if (signal) signal.addEventListener('abort', done, { once: true })
   })
 }
@@ -104,7 +109,7 @@ function bounded(promise, ms, signal, onLate) {
       return true
     }
     const onAbort = () => finish(reject, signal.reason !== undefined ? signal.reason : new DlockError('aborted'))
-    const t = setTimeout(() => finish(reject, new TimeoutError()), Math.max(0, ms))
+    const t = ms > MAX_TIMER ? null : setTimeout(() => finish(reject, new TimeoutError()), Math.max(0, ms))
     if (signal) {
       if (signal.aborted) return onAbort()
       signal.addEventListener('abort', onAbort, { once: true })
