@@ -85,7 +85,7 @@ class Lease {
       const client = await target.connect()
       let err
       try {
-        return await this._fenced(client, text, values)
+        return await this._fenced(client, text, values, 'I')
       } catch (e) {
         err = e
         throw e
@@ -93,11 +93,13 @@ class Lease {
         client.release(err && !err.code ? err : undefined)
       }
     }
-    return this._fenced(target, text, values)
+    if (typeof target.getTransactionStatus !== 'function') {
+      throw new TypeError('lease.query needs a pg.Pool, or a client of pg 8.23 or later (getTransactionStatus)')
+    }
+    return this._fenced(target, text, values, target.getTransactionStatus())
   }
 
-  async _fenced(client, text, values) {
-    const status = typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : 'I'
+  async _fenced(client, text, values, status) {
     if (status === 'E') throw new DlockError('the client is in a failed transaction: roll it back first')
     const own = status !== 'T'
     if (own) await client.query('BEGIN')

@@ -61,8 +61,11 @@ test('acquire: NotAcquiredError, then a wait that ends with the key', async () =
   const lease = await dlock.acquire(app, k, { ttl: 5, wait: 30 })
   assert.ok(BigInt(lease.token) > BigInt(tok))
   assert.equal(await lease.release(), true)
-  assert.equal(await lease.release(), true) // idempotent
   assert.equal(await holderOf(db, k), null)
+  const mark = server.logMark()
+  assert.equal(await lease.release(), true) // idempotent: answered without a call
+  await sleep(5000 / 3 + 500) // a renewal period and more
+  assert.ok(!server.logSince(mark).includes(k), 'a call was made after the release')
 })
 
 test('errors carry the SQLSTATE (err.code)', async () => {

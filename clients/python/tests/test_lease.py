@@ -152,9 +152,12 @@ def test_exception_in_the_body_releases(dsn, db, key):
     assert holder_of(db, key) is None
 
 
-def test_acquire_and_release_without_with(dsn, db, key):
-    lease = dlock.lease(dsn, key, ttl=30).acquire()
+def test_acquire_and_release_without_with(dsn, db, key, server):
+    lease = dlock.lease(dsn, key, ttl=1.5).acquire()
     assert holder_of(db, key) == (lease.holder, lease.token)
     assert lease.release() is True
-    assert lease.release() is True  # idempotent
     assert holder_of(db, key) is None
+    mark = server.log_mark()
+    assert lease.release() is True  # idempotent: answered without a call
+    time.sleep(1.5)  # several renewal periods
+    assert key not in server.log_since(mark), "a call was made after the release"
