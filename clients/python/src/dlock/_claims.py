@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Type
 
@@ -106,12 +107,12 @@ class _BatchState:
             return True
         t = self.table
         n = await self.core.renew_conn.call(
-            t.renew_sql, (t.name, self.core.holder, _core.timedelta(seconds=self.core.ttl)), deadline)
+            t.renew_sql, (t.name, self.core.holder, timedelta(seconds=self.core.ttl)), deadline)
         return int(n or 0) >= len(self.outstanding)
 
     def forget(self, keys: Sequence[Any]) -> None:
-        gone = set(keys)
-        self.outstanding = [k for k in self.outstanding if k not in gone]
+        gone = {str(k) for k in keys}  # 1 and "1" name one row, as for the server
+        self.outstanding = [k for k in self.outstanding if str(k) not in gone]
 
 
 def _keys_arg(state: _BatchState, keys: Optional[Sequence[Any]]) -> List[Any]:

@@ -75,7 +75,9 @@ def retryable(exc: BaseException) -> bool:
                         psycopg.InterfaceError)):
         return True
     state = getattr(exc, "sqlstate", None)
-    return bool(state) and (state in _RETRY_SQLSTATES or state[:2] in _RETRY_CLASSES)
+    if not isinstance(state, str) or not state:
+        return False
+    return state in _RETRY_SQLSTATES or state[:2] in _RETRY_CLASSES
 
 
 def wrap(exc: BaseException, what: str) -> DatabaseError:
@@ -119,10 +121,12 @@ class Conn:
         self._conn: Optional[psycopg.AsyncConnection[Any]] = None
 
     async def _run(self, query: Any, params: Sequence[Any], rows: bool) -> Any:
-        if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, prepare_threshold=None, **self._kwargs)
         conn = self._conn
+        if conn is None or conn.closed:
+            conn = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, prepare_threshold=None, **self._kwargs)
+            self._conn = conn
+        assert conn is not None
         if rows:
             dcur = conn.cursor(row_factory=dict_row)
             await dcur.execute(query, params)

@@ -161,9 +161,10 @@ class Lease:
         keeper = self._keeper
         if self._loop is None or keeper is None or self._done:
             return
+        k: _core.Keeper = keeper
 
         async def declare() -> None:
-            keeper.declare_lost("the fence (dlock_validate) refused the token")
+            k.declare_lost("the fence (dlock_validate) refused the token")
 
         self._loop.run(declare())
 
