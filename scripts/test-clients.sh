@@ -6,7 +6,8 @@
 #
 # On Debian 12, 13 or unstable, as root: installs what is missing (what
 # scripts/lib.sh needs for dlock, and python3-psycopg python3-pytest
-# python3-venv python3-setuptools python3-wheel, nodejs and npm unless a
+# python3-venv python3-setuptools (python3-wheel where setuptools needs
+# it), nodejs and npm unless a
 # node and npm are on PATH, pgbouncer), builds and installs dlock (unless
 # DLOCK_CLIENTS_NO_BUILD=1: scripts/test.sh has just done it), copies
 # clients/ under /tmp (nothing is written into the checkout) and starts:
@@ -73,7 +74,11 @@ cleanup() {
         sleep 1
         kill -KILL -- "-$RUNNER_PID" 2>/dev/null || true
     fi
-    if [ -n "$BOUNCER_PID" ] && kill -0 "$BOUNCER_PID" 2>/dev/null; then
+    if [ -n "$BOUNCER_PID" ]; then
+        # pgbouncer itself (its pidfile), and runuser, its parent
+        local bp
+        bp=$(cat "$WORK/bouncer/pgbouncer.pid" 2>/dev/null || true)
+        [ -n "$bp" ] && kill -TERM "$bp" 2>/dev/null
         kill -TERM "$BOUNCER_PID" 2>/dev/null
         wait "$BOUNCER_PID" 2>/dev/null
     fi
@@ -102,13 +107,19 @@ fi
 # ---------------------------------------------------------------------------
 echo "==> dlock clients tests: source $SRC/clients"
 [ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] || fail_early "$SRC/clients is missing"
-DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools python3-wheel pgbouncer)
+DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools pgbouncer)
 # node and npm: Debian's, unless some are on PATH already (a NodeSource
 # nodejs brings its own npm, which Debian's npm package would conflict with)
 command -v node >/dev/null 2>&1 || DLOCK_PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || DLOCK_PACKAGES+=(npm)
 dlock_ensure_packages || fail_early "installing packages"
 PY=/usr/bin/python3   # Debian's, whose psycopg and pytest the venv sees
+# setuptools before 70.1 builds wheels with the separate wheel package
+if ! $PY -c 'import wheel' 2>/dev/null &&
+        $PY -c 'import setuptools, sys; v = setuptools.__version__.split("."); sys.exit(0 if (int(v[0]), int(v[1])) < (70, 1) else 1)'; then
+    DLOCK_PACKAGES=(python3-wheel)
+    dlock_ensure_packages || fail_early "installing python3-wheel"
+fi
 echo "==> $($PY --version), psycopg $($PY -c 'import psycopg; print(psycopg.__version__)'), pytest $($PY -c 'import pytest; print(pytest.__version__)')"
 echo "==> node $(node --version), npm $(npm --version)"
 
