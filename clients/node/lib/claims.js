@@ -115,7 +115,7 @@ async function* claims(pool, table, holder, opts) {
   const poll = core.seconds(o.poll === undefined ? 1 : o.poll, 'poll')
   const budget = Math.max(loop.ttl, 30) * 1000
   const signal = o.signal
-  const res = await loop.caller.retrying(DESCRIBE, [table], budget, { signal })
+  const res = await loop.caller.retrying(DESCRIBE, [table], budget)
   if (res.rows.length === 0) {
     throw new core.DlockError(`${JSON.stringify(table)} has no single-column primary key: dlock_claim needs one`)
   }
@@ -125,7 +125,7 @@ async function* claims(pool, table, holder, opts) {
     const sent = now()
     const got = await loop.caller.retrying(loop.sql.claim,
       [holder, n, core.interval(loop.ttl), o.filter ?? null, o.orderBy ?? null, o.maxAttempts ?? null],
-      budget, { signal })
+      budget) // not cut short by signal: rows it claims are handed out (or given back)
     if (got.rows.length === 0) {
       if (o.untilEmpty) return
       await core.sleep(poll * 1000, signal)

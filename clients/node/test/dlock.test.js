@@ -31,12 +31,12 @@ test('setup', async () => {
 test('withLease: renews, fences, releases, returns the result', async () => {
   const k = key()
   let seen
-  const result = await dlock.withLease(app, k, { ttl: 1.5 }, async (lease, signal) => {
+  const result = await dlock.withLease(app, k, { ttl: 3 }, async (lease, signal) => {
     seen = lease
     assert.match(lease.token, /^\d+$/)
     assert.deepEqual(await holderOf(db, k), [lease.holder, lease.token])
     const first = lease.deadline
-    await sleep(3000) // twice the ttl: only renewals keep it
+    await sleep(4000) // longer than the ttl: only renewals keep it
     assert.equal(signal.aborted, false)
     assert.equal(lease.lost, false)
     assert.ok(lease.deadline > first)
@@ -225,8 +225,8 @@ test('through pgbouncer in transaction mode', async () => {
   await busy.query('BEGIN')
   try {
     const k = key()
-    await dlock.withLease(bouncer, k, { ttl: 1.5 }, async (lease, signal) => {
-      await sleep(3000)
+    await dlock.withLease(bouncer, k, { ttl: 3 }, async (lease, signal) => {
+      await sleep(4000) // longer than the ttl: renewals through the pooler
       assert.equal(signal.aborted, false)
       assert.deepEqual(await holderOf(db, k), [lease.holder, lease.token])
       await lease.query(bouncer, "INSERT INTO guarded VALUES ($1, $2, 'pooled')", [k, lease.token])
@@ -236,7 +236,7 @@ test('through pgbouncer in transaction mode', async () => {
     await db.query('CREATE TABLE node_pooled_jobs (id int PRIMARY KEY, status int NOT NULL DEFAULT 0)')
     await db.query('INSERT INTO node_pooled_jobs (id) SELECT generate_series(1, 9)')
     const seen = []
-    for await (const batch of dlock.claims(bouncer, 'node_pooled_jobs', 'pooled', { n: 4, ttl: 2, filter: 'status = 0', untilEmpty: true })) {
+    for await (const batch of dlock.claims(bouncer, 'node_pooled_jobs', 'pooled', { n: 4, ttl: 5, filter: 'status = 0', untilEmpty: true })) {
       const c = await bouncer.connect()
       try {
         await c.query('BEGIN')
@@ -261,10 +261,10 @@ test('claims: renewed while working, given back when the body ends', async () =>
   await db.query('CREATE TABLE node_small_jobs (id bigint PRIMARY KEY, status int NOT NULL DEFAULT 0)')
   await db.query('INSERT INTO node_small_jobs (id) SELECT generate_series(1, 7)')
   const batches = []
-  for await (const batch of dlock.claims(app, 'node_small_jobs', 'basic', { n: 3, ttl: 1.5, filter: 'status = 0', orderBy: 'id', untilEmpty: true })) {
+  for await (const batch of dlock.claims(app, 'node_small_jobs', 'basic', { n: 3, ttl: 3, filter: 'status = 0', orderBy: 'id', untilEmpty: true })) {
     batches.push(batch.keys.map(String))
     if (String(batch.keys[0]) === '1') {
-      await sleep(2500) // longer than the ttl
+      await sleep(4000) // longer than the ttl
       assert.equal(batch.signal.aborted, false)
       assert.deepEqual((await batch.complete(['1', '2'])).map(String), ['1', '2'])
       assert.equal(await batch.unclaim(['3']), 1)

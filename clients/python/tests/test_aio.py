@@ -20,9 +20,9 @@ def test_aio_happy_path_and_fence(dsn, db, key):
     db.execute("CREATE TABLE IF NOT EXISTS guarded (key text, token bigint, note text)")
 
     async def main():
-        async with dlock.aio.lease(dsn, key, ttl=1.5) as lease:
+        async with dlock.aio.lease(dsn, key, ttl=3) as lease:
             assert holder_of(db, key) == (lease.holder, lease.token)
-            await asyncio.sleep(3.0)  # twice the ttl
+            await asyncio.sleep(4.0)  # longer than the ttl
             assert not lease.lost.is_set()
             lease.check()
             async with await psycopg.AsyncConnection.connect(dsn) as conn:

@@ -18,11 +18,11 @@ def test_claim_loop_basics(dsn, db):
     db.execute("CREATE TABLE small_jobs (id bigint PRIMARY KEY, status int NOT NULL DEFAULT 0)")
     db.execute("INSERT INTO small_jobs (id) SELECT generate_series(1, 7)")
     batches = []
-    for batch in dlock.claims(dsn, "small_jobs", "basic", n=3, ttl=1.5, filter="status = 0",
+    for batch in dlock.claims(dsn, "small_jobs", "basic", n=3, ttl=3, filter="status = 0",
                               order_by="id", until_empty=True):
         batches.append(list(batch.keys))
         if batch.keys[0] == 1:
-            time.sleep(2.5)  # longer than the ttl: renewals keep the claims
+            time.sleep(4.0)  # longer than the ttl: renewals keep the claims
             assert not batch.lost.is_set()
             assert batch.complete([1, 2]) == [1, 2]
             assert batch.unclaim([3]) == 1

@@ -15,8 +15,8 @@ def test_lease_through_pgbouncer(bouncer_dsn, db, key):
     busy = psycopg.connect(bouncer_dsn)
     busy.execute("SELECT 1")
     try:
-        with dlock.lease(bouncer_dsn, key, ttl=1.5) as lease:
-            time.sleep(3.0)  # renewals through the pooler
+        with dlock.lease(bouncer_dsn, key, ttl=3) as lease:
+            time.sleep(4.0)  # renewals through the pooler
             assert not lease.lost.is_set()
             assert holder_of(db, key) == (lease.holder, lease.token)
             with psycopg.connect(bouncer_dsn, prepare_threshold=None) as conn:
@@ -36,7 +36,7 @@ def test_claims_through_pgbouncer(bouncer_dsn, db):
     db.execute("INSERT INTO pooled_jobs (id) SELECT generate_series(1, 9)")
     seen = []
     with psycopg.connect(bouncer_dsn, prepare_threshold=None) as conn:
-        for batch in dlock.claims(bouncer_dsn, "pooled_jobs", "pooled-worker", n=4, ttl=2,
+        for batch in dlock.claims(bouncer_dsn, "pooled_jobs", "pooled-worker", n=4, ttl=5,
                                   filter="status = 0", until_empty=True):
             with conn.transaction():
                 done = batch.complete(batch.keys, cursor=conn.cursor())
