@@ -6,8 +6,7 @@
 #
 # On Debian 12, 13 or unstable, as root: installs what is missing (what
 # scripts/lib.sh needs for dlock, and python3-psycopg python3-pytest
-# python3-venv python3-setuptools (python3-wheel where setuptools needs
-# it), nodejs and npm unless a
+# python3-venv python3-setuptools, nodejs and npm unless a
 # node and npm are on PATH, pgbouncer), builds and installs dlock (unless
 # DLOCK_CLIENTS_NO_BUILD=1: scripts/test.sh has just done it), copies
 # clients/ under /tmp (nothing is written into the checkout) and starts:
@@ -19,7 +18,10 @@
 # Then, one after the other (the tests stop and restart the server):
 #   Python: a virtualenv (--system-site-packages over Debian's psycopg and
 #           pytest), `pip install --no-build-isolation --no-index` of
-#           clients/python (no package index used), then pytest;
+#           clients/python (no package index used), then pytest; and the
+#           same install with the package's own wheel builder (what runs
+#           where setuptools needs the absent wheel package), checked by an
+#           import (one test);
 #   Node:   `npm ci` in clients/node (pg from the npm registry, as locked
 #           in package-lock.json), then `node --test`.
 # Prints each runner's summary and, last, `N passed, N failed` (tests of
@@ -114,12 +116,6 @@ command -v node >/dev/null 2>&1 || DLOCK_PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || DLOCK_PACKAGES+=(npm)
 dlock_ensure_packages || fail_early "installing packages"
 PY=/usr/bin/python3   # Debian's, whose psycopg and pytest the venv sees
-# setuptools before 70.1 builds wheels with the separate wheel package
-if ! $PY -c 'import wheel' 2>/dev/null &&
-        $PY -c 'import setuptools, sys; v = setuptools.__version__.split("."); sys.exit(0 if (int(v[0]), int(v[1])) < (70, 1) else 1)'; then
-    DLOCK_PACKAGES=(python3-wheel)
-    dlock_ensure_packages || fail_early "installing python3-wheel"
-fi
 echo "==> $($PY --version), psycopg $($PY -c 'import psycopg; print(psycopg.__version__)'), pytest $($PY -c 'import pytest; print(pytest.__version__)')"
 echo "==> node $(node --version), npm $(npm --version)"
 
@@ -241,6 +237,21 @@ if [ -z "$ONLY" ] || [ "$ONLY" = python ]; then
         fi
         echo "==> [python] $p passed, $f failed   (pytest: ${line:-no summary})"
         PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+        echo "==> [python] the same install by the package's own wheel builder (DLOCK_BUILD_FALLBACK=1)"
+        if $PY -m venv --system-site-packages "$WORK/venv2" >>"$WORK/pip.log" 2>&1 &&
+                DLOCK_BUILD_FALLBACK=1 "$WORK/venv2/bin/pip" install --no-build-isolation --no-index \
+                    "$WORK/src/clients/python" >>"$WORK/pip.log" 2>&1 &&
+                "$WORK/venv2/bin/python" -c 'import dlock, dlock.aio, importlib.metadata as m
+assert m.version("pg-dlock") == dlock.__version__
+assert any(str(f).endswith("dlock/py.typed") for f in m.files("pg-dlock"))
+assert any(r.startswith("psycopg") for r in m.requires("pg-dlock"))'; then
+            echo "==> [python] 1 passed, 0 failed   (installed and imported)"
+            PASSED=$((PASSED + 1))
+        else
+            tail -n 30 "$WORK/pip.log"
+            NOTES+=("FAIL: [python] installing clients/python with its own wheel builder (log $WORK/pip.log)")
+            FAILED=$((FAILED + 1))
+        fi
     else
         tail -n 30 "$WORK/pip.log"
         NOTES+=("FAIL: [python] installing clients/python into a virtualenv (log $WORK/pip.log)")
