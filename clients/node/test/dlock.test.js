@@ -2,7 +2,7 @@
 // pg-dlock against a real server (scripts/test-clients.sh starts it).  One
 // file, so that the tests that stop and restart the server run alone.
 
-const test = require('node:test')
+const { test, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('path')
 const { fork } = require('child_process')
@@ -19,7 +19,7 @@ const once = (signal) => new Promise((resolve) => {
   else signal.addEventListener('abort', () => resolve(signal.reason), { once: true })
 })
 
-test.after(async () => {
+after(async () => {
   await app.end()
   await db.end()
 })
