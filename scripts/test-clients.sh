@@ -109,15 +109,24 @@ fi
 # ---------------------------------------------------------------------------
 echo "==> dlock clients tests: source $SRC/clients"
 [ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] || fail_early "$SRC/clients is missing"
-DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools pgbouncer)
+case "$ONLY" in
+    ''|python|node) ;;
+    *) fail_early "DLOCK_CLIENTS_ONLY must be python or node, not '$ONLY'" ;;
+esac
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+DLOCK_PACKAGES+=(pgbouncer)
+want python && DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools)
 # node and npm: Debian's, unless some are on PATH already (a NodeSource
 # nodejs brings its own npm, which Debian's npm package would conflict with)
-command -v node >/dev/null 2>&1 || DLOCK_PACKAGES+=(nodejs)
-command -v npm >/dev/null 2>&1 || DLOCK_PACKAGES+=(npm)
+if want node; then
+    command -v node >/dev/null 2>&1 || DLOCK_PACKAGES+=(nodejs)
+    command -v npm >/dev/null 2>&1 || DLOCK_PACKAGES+=(npm)
+fi
 dlock_ensure_packages || fail_early "installing packages"
 PY=/usr/bin/python3   # Debian's, whose psycopg and pytest the venv sees
-echo "==> $($PY --version), psycopg $($PY -c 'import psycopg; print(psycopg.__version__)'), pytest $($PY -c 'import pytest; print(pytest.__version__)')"
-echo "==> node $(node --version), npm $(npm --version)"
+want python &&
+    echo "==> $($PY --version), psycopg $($PY -c 'import psycopg; print(psycopg.__version__)'), pytest $($PY -c 'import pytest; print(pytest.__version__)')"
+want node && echo "==> node $(node --version), npm $(npm --version)"
 
 if [ -z "${DLOCK_CLIENTS_NO_BUILD:-}" ]; then
     dlock_build_install "$SRC" || fail_early "build or make install of dlock"
@@ -215,7 +224,7 @@ server_up() {
 # ---------------------------------------------------------------------------
 # Python
 # ---------------------------------------------------------------------------
-if [ -z "$ONLY" ] || [ "$ONLY" = python ]; then
+if want python; then
     echo
     echo "==> [python] virtualenv and pip install --no-build-isolation --no-index clients/python"
     if $PY -m venv --system-site-packages "$WORK/venv" >"$WORK/pip.log" 2>&1 &&
@@ -262,7 +271,7 @@ fi
 # ---------------------------------------------------------------------------
 # Node
 # ---------------------------------------------------------------------------
-if [ -z "$ONLY" ] || [ "$ONLY" = node ]; then
+if want node; then
     echo
     echo "==> [node] npm ci (clients/node, as locked)"
     if (cd "$WORK/src/clients/node" && npm ci --no-audit --no-fund) >"$WORK/npm.log" 2>&1; then
