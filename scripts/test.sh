@@ -337,6 +337,40 @@ if grep -qE 'terminated by signal|was terminated by exception' "$DLOCK_SERVER_LO
 fi
 
 dlock_cluster_stop "$WORK/cluster"
+
+# ---- the client libraries (issue 27) --------------------------------------
+# scripts/test-clients.sh tests clients/python and clients/node against a
+# cluster of its own (its tests stop and restart the server), with the dlock
+# just installed; its `N passed, N failed` is added to the totals.  Left out
+# when DLOCK_ONLY names no "clients" entry.
+# In a root of scripts/test-matrix.sh (its apt setting marks it) only the
+# Python client runs: npm there has neither the host's CA bundle nor its
+# proxy settings to reach the registry.
+if [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; then
+    CLIENTS_ONLY=
+    if [ -f /etc/apt/apt.conf.d/99dlock-matrix ]; then
+        CLIENTS_ONLY=python
+        NOTES+=("NOTE: [clients] in a root of scripts/test-matrix.sh: the Python client only (no npm registry there)")
+    fi
+    echo
+    echo "==> [clients] scripts/test-clients.sh (the Python and Node clients)"
+    DLOCK_SRC="$SRC" DLOCK_CLIENTS_NO_BUILD=1 DLOCK_CLIENTS_ONLY="$CLIENTS_ONLY" \
+        bash "$REPO/scripts/test-clients.sh" </dev/null 2>&1 | tee "$WORK/logs/clients.log"
+    CLIENTS_RC=${PIPESTATUS[0]}
+    CLIENTS_LINE=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/logs/clients.log" | tail -n 1)
+    CLIENTS_P=$(sed -nE 's/^([0-9]+) passed.*/\1/p' <<<"$CLIENTS_LINE")
+    CLIENTS_F=$(sed -nE 's/^[0-9]+ passed, ([0-9]+) failed$/\1/p' <<<"$CLIENTS_LINE")
+    CLIENTS_P=${CLIENTS_P:-0}
+    CLIENTS_F=${CLIENTS_F:-0}
+    if [ "$CLIENTS_RC" -ne 0 ] && [ "$CLIENTS_F" -eq 0 ]; then CLIENTS_F=1; fi
+    if [ "$CLIENTS_F" -gt 0 ]; then
+        NOTES+=("FAIL: [clients] $CLIENTS_F failure(s) (exit $CLIENTS_RC); see scripts/test-clients.sh's output above")
+    fi
+    echo "==> [clients] $CLIENTS_P passed, $CLIENTS_F failed"
+    PASSED=$((PASSED + CLIENTS_P))
+    FAILED=$((FAILED + CLIENTS_F))
+fi
+# ---- end of the client libraries' block -----------------------------------
 if [ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ] && [ "${DLOCK_KEEP:-0}" != 1 ]; then
     rm -rf "$WORK" "$BUILD"
     WORK=

@@ -1,0 +1,80 @@
+// Types of pg-dlock (dlock from Node.js).
+import type { Pool, PoolClient, Client, QueryResult } from 'pg'
+
+/** A pg.Pool, or one per host, tried in order. */
+export type Pools = Pool | Pool[]
+
+export interface LeaseOptions {
+  /** seconds; default 30 */
+  ttl?: number
+  /** seconds to wait for the key; default 0 */
+  wait?: number
+  /** default HOST:PID:RANDOM, unique to this lease */
+  holder?: string
+  /** cancels a waiting acquire; aborts the lease's signal later on */
+  signal?: AbortSignal
+  /** called once when the lease is lost */
+  onLost?: (lease: Lease, err: LeaseLostError) => void
+}
+
+export declare class Lease {
+  readonly key: string
+  readonly holder: string
+  readonly ttl: number
+  /** the fencing token (bigint as a string) */
+  readonly token: string
+  /** aborted on loss (reason: LeaseLostError), on the caller's abort, and after the release */
+  readonly signal: AbortSignal
+  readonly lost: boolean
+  readonly lostReason: string | null
+  /** performance.now() ms when the lease lapses unless renewed */
+  readonly deadline: number
+  released: boolean | null
+  remaining(): number
+  check(): void
+  query<R extends Record<string, any> = any>(target: Pool | PoolClient | Client, text: string, values?: any[]): Promise<QueryResult<R>>
+  release(): Promise<boolean | null>
+}
+
+export declare function acquire(pool: Pools, key: string, options?: LeaseOptions): Promise<Lease>
+
+export declare function withLease<T>(pool: Pools, key: string, options: LeaseOptions,
+  fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T): Promise<T>
+export declare function withLease<T>(pool: Pools, key: string,
+  fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T): Promise<T>
+
+export interface ClaimOptions {
+  /** rows per batch, 1-1000; default 10 */
+  n?: number
+  /** seconds; default 30 */
+  ttl?: number
+  filter?: string | null
+  orderBy?: string | null
+  maxAttempts?: number | null
+  /** seconds between claims when no row is to be had; default 1 */
+  poll?: number
+  untilEmpty?: boolean
+  signal?: AbortSignal
+  onLost?: (batch: Batch, err: LeaseLostError) => void
+}
+
+export declare class Batch<Row extends Record<string, any> = Record<string, any>> {
+  readonly rows: Row[]
+  readonly keys: any[]
+  readonly outstanding: any[]
+  readonly signal: AbortSignal
+  readonly lost: boolean
+  readonly lostReason: string | null
+  check(): void
+  complete(keys?: any[] | null, client?: PoolClient | Client): Promise<any[]>
+  unclaim(keys?: any[] | null, client?: PoolClient | Client): Promise<number>
+}
+
+export declare function claims<Row extends Record<string, any> = Record<string, any>>(
+  pool: Pools, table: string, holder: string, options?: ClaimOptions): AsyncGenerator<Batch<Row>, void, undefined>
+
+export declare class DlockError extends Error {}
+export declare class NotAcquiredError extends DlockError { code: 'DLOCK_NOT_ACQUIRED' }
+export declare class LeaseLostError extends DlockError { code: 'DLOCK_LEASE_LOST' }
+export declare class TimeoutError extends DlockError { code: 'DLOCK_TIMEOUT' }
+export declare const version: string

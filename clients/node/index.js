@@ -1,0 +1,21 @@
+'use strict'
+// pg-dlock: dlock (PostgreSQL lease locks with fencing tokens, and row
+// claims) from Node.js, over node-postgres pools.  A thin layer over the
+// extension's SQL functions; see README.md.
+
+const core = require('./lib/core')
+const { Lease, acquire, withLease } = require('./lib/lease')
+const { claims, Batch } = require('./lib/claims')
+
+module.exports = {
+  withLease,
+  acquire,
+  claims,
+  Lease,
+  Batch,
+  DlockError: core.DlockError,
+  NotAcquiredError: core.NotAcquiredError,
+  LeaseLostError: core.LeaseLostError,
+  TimeoutError: core.TimeoutError,
+  version: require('./package.json').version,
+}

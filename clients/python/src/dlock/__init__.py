@@ -1,0 +1,25 @@
+"""dlock: PostgreSQL lease locks with fencing tokens, and row claims, from Python.
+
+A thin layer over the dlock extension's SQL functions (psycopg 3)::
+
+    import dlock
+
+    with dlock.lease("dbname=app", "nightly-report", ttl=30, wait=10) as lease:
+        lease.execute(cur, "UPDATE report_state SET last_run = now() WHERE id = 1")
+
+    for batch in dlock.claims("dbname=app", "sms", "sender-3", n=10, filter="status = 0"):
+        ...
+        batch.complete(batch.keys)
+
+``dlock.aio`` has the same for asyncio.  See the README of clients/python.
+"""
+from ._claims import Batch, Claims, claims
+from ._lease import Lease, lease
+from .errors import DatabaseError, Error, LeaseLost, NotAcquired
+
+__version__ = "0.4.0"
+
+__all__ = [
+    "lease", "Lease", "claims", "Claims", "Batch",
+    "Error", "NotAcquired", "LeaseLost", "DatabaseError", "__version__",
+]

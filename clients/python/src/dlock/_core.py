@@ -1,0 +1,398 @@
+"""The asyncio core shared by `dlock.lease` and `dlock.aio`.
+
+Everything here runs in an event loop: the asyncio API's own, or for the
+blocking API a loop in a thread of each lease (or claim loop).  It is a
+thin layer over dlock's SQL functions; the rules it adds are the client's:
+
+* Calls run on connections of the client's own (`Conn`): autocommit, no
+  server-side prepared statements (so that they work behind pgbouncer in
+  transaction mode), made again after any error, so that a multi-host
+  conninfo reaches whichever server answers now.
+* `Keeper` renews every ttl/3 and declares the lease (or claims) lost when
+  the server says no, or when ttl has passed on the monotonic clock since
+  the sending of the last renewal the server confirmed (the server set the
+  expiry later than that): the rule of ``dlock run``.  No call outlasts
+  that moment: a hung server is like a stopped one.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import secrets
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row, tuple_row
+
+from .errors import DatabaseError, Error, LeaseLost, NotAcquired
+
+log = logging.getLogger("dlock")
+
+Seconds = Union[int, float, timedelta]
+
+ACQUIRE = "SELECT dlock_acquire(%s, %s, %s::interval, %s::interval)"
+RENEW = "SELECT dlock_renew(%s, %s, %s::interval, %s::bigint)"
+RELEASE = "SELECT dlock_release(%s, %s, %s::bigint)"
+RELEASE_HOLDER = "SELECT dlock_release(%s, %s)"
+VALIDATE = "SELECT dlock_validate(%s, %s, %s::bigint)"
+
+# SQLSTATEs after which a call is worth repeating on a new connection: the
+# server is going away or not ready, or this one is a standby (25006) that a
+# multi-host conninfo will skip next time.
+_RETRY_SQLSTATES = {"25006", "40001", "40P01"}
+_RETRY_CLASSES = {"08", "57", "53"}
+
+now = time.monotonic
+
+
+def seconds(value: Seconds, name: str, positive: bool = True) -> float:
+    """A duration in seconds from a number or a timedelta."""
+    if isinstance(value, timedelta):
+        s = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        s = float(value)
+    else:
+        raise TypeError(f"{name} must be a number of seconds or a timedelta")
+    if s < 0 or (positive and s == 0):
+        raise ValueError(f"{name} must be {'more than' if positive else 'at least'} 0")
+    return s
+
+
+def default_holder() -> str:
+    """HOST:PID:RANDOM: unique to one lease or claim loop of this process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def retryable(exc: BaseException) -> bool:
+    """True for a failure of the connection or of the server, not of the call."""
+    if isinstance(exc, (asyncio.TimeoutError, OSError, psycopg.OperationalError,
+                        psycopg.InterfaceError)):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    if not isinstance(state, str) or not state:
+        return False
+    return state in _RETRY_SQLSTATES or state[:2] in _RETRY_CLASSES
+
+
+def wrap(exc: BaseException, what: str) -> DatabaseError:
+    """A DatabaseError carrying the server's SQLSTATE (if any) for exc."""
+    if isinstance(exc, DatabaseError):
+        return exc
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, asyncio.TimeoutError):
+        text = "no answer in time"
+    err = DatabaseError(f"{what}: {text}", getattr(exc, "sqlstate", None))
+    err.__cause__ = exc
+    return err
+
+
+def _cancel_in_thread(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Send a cancel request for conn's statement without blocking the loop
+    (a daemon thread: an unreachable server never holds up the exit).  The
+    request is made now, so that conn may be closed at once."""
+    try:
+        req = conn.pgconn.get_cancel()
+    except Exception:  # best effort: the connection is dropped anyway
+        return
+
+    def send() -> None:
+        try:
+            req.cancel()
+        except Exception:
+            pass
+
+    threading.Thread(target=send, name="dlock cancel", daemon=True).start()
+
+
+class Conn:
+    """An autocommit connection of the client's own, made when needed and
+    dropped after any error or timeout; every call is bounded by a deadline
+    on the monotonic clock."""
+
+    def __init__(self, conninfo: str, connect_kwargs: Dict[str, Any]):
+        self._conninfo = conninfo
+        self._kwargs = connect_kwargs
+        self._conn: Optional[psycopg.AsyncConnection[Any]] = None
+
+    async def _run(self, query: Any, params: Sequence[Any], rows: bool) -> Any:
+        conn = self._conn
+        if conn is None or conn.closed:
+            conn = await psycopg.AsyncConnection.connect(
+                self._conninfo, autocommit=True, prepare_threshold=None, **self._kwargs)
+            self._conn = conn
+        assert conn is not None
+        if rows:
+            dcur = conn.cursor(row_factory=dict_row)
+            await dcur.execute(query, params)
+            return await dcur.fetchall()
+        tcur = conn.cursor(row_factory=tuple_row)
+        await tcur.execute(query, params)
+        row = await tcur.fetchone()
+        return None if row is None else row[0]
+
+    async def call(self, query: Any, params: Sequence[Any], deadline: float,
+                   rows: bool = False, cancel: bool = False) -> Any:
+        """The first column of the first row (or all rows as dicts), given
+        up at deadline.  After any failure the connection is dropped; with
+        cancel, a statement left running is also cancelled on the server."""
+        left = deadline - now()
+        if left <= 0:
+            raise asyncio.TimeoutError()
+        try:
+            return await asyncio.wait_for(self._run(query, params, rows), left)
+        except BaseException:
+            if cancel and self._conn is not None and not self._conn.closed:
+                _cancel_in_thread(self._conn)
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await conn.close()
+            except Exception:
+                pass
+
+
+class Keeper:
+    """Renews every ttl/3 with renew(deadline) -> bool until stopped; calls
+    on_lost(LeaseLost) once when the server says no, or when ttl has passed
+    since the sending of the last confirmed renewal (sent: the acquire's)."""
+
+    def __init__(self, ttl: float, sent: float,
+                 renew: Callable[[float], Awaitable[bool]],
+                 on_lost: Callable[[LeaseLost], None]):
+        self.ttl = ttl
+        self.period = ttl / 3
+        self.confirmed = sent
+        self.deadline = sent + ttl
+        self.lost: Optional[LeaseLost] = None
+        self.lost_at: Optional[float] = None
+        self.last_error: Optional[BaseException] = None
+        self.renewals = 0
+        self._renew = renew
+        self._on_lost = on_lost
+        self._stopping = False
+        self._wake: Optional[asyncio.Event] = None
+        self._task: Optional[asyncio.Task[None]] = None
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        next_at = self.confirmed + self.period
+        while not self._stopping and self.lost is None:
+            t = now()
+            if t >= self.deadline:
+                why = f"no renewal confirmed within the ttl ({self.ttl:g} s)"
+                if self.last_error is not None:
+                    why += f"; last error: {str(self.last_error).strip() or type(self.last_error).__name__}"
+                self._lose(why)
+                return
+            until = min(next_at, self.deadline)
+            if until > t:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), until - t)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            sent = now()
+            try:
+                ok = await self._renew(self.deadline)
+            except Exception as exc:  # unreachable, or an error: try again soon
+                self.last_error = exc
+                log.debug("dlock: renewal failed, retrying: %s", exc)
+                next_at = min(sent + max(self.period / 5, 0.2), self.deadline)
+                continue
+            if self._stopping or self.lost is not None:
+                return
+            if ok:
+                self.confirmed = sent
+                self.deadline = sent + self.ttl
+                self.renewals += 1
+                self.last_error = None
+                next_at = sent + self.period
+            else:
+                self._lose("the server refused the renewal (expired, released or taken over)")
+                return
+
+    def declare_lost(self, why: str) -> None:
+        """Declare the loss now (a fence said no): no renewal after this."""
+        self._lose(why)
+        if self._wake is not None:
+            self._wake.set()
+
+    def _lose(self, why: str) -> None:
+        if self.lost is not None or self._stopping:
+            return
+        self.lost = LeaseLost(why)
+        self.lost_at = now()
+        try:
+            self._on_lost(self.lost)
+        except Exception:
+            log.exception("dlock: the on_lost callback raised")
+
+    async def stop(self) -> None:
+        """Stop renewing (for good): a renewal under way is abandoned."""
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+# ---------------------------------------------------------------------------
+# leases
+# ---------------------------------------------------------------------------
+
+async def acquire(conn: Conn, key: str, holder: str, ttl: float, wait: float) -> Tuple[int, float]:
+    """(token, when the acquire that got it was sent).  Raises NotAcquired,
+    DatabaseError, LeaseLost; a call whose outcome is unknown is repeated
+    (the same holder gets the same token) while wait lasts, once at least."""
+    start = now()
+    wait_end = start + wait
+    tries = 0
+    token: Optional[int] = None
+    try:
+        while True:
+            tries += 1
+            sent = now()
+            left = max(0.0, wait_end - sent)
+            try:
+                token = await conn.call(
+                    ACQUIRE, (key, holder, timedelta(seconds=ttl), timedelta(seconds=left)),
+                    sent + left + max(ttl, 5.0), cancel=True)
+                break
+            except Exception as exc:
+                if not retryable(exc) or (tries > 1 and now() >= wait_end):
+                    raise wrap(exc, f"dlock_acquire({key!r})")
+                await asyncio.sleep(0.2)
+        if token is None:
+            raise NotAcquired(f"{key!r} is held by someone else" +
+                              (f" (waited {wait:g} s)" if wait > 0 else ""))
+        answered = now()
+        if answered - sent > ttl / 6:
+            # it waited: when it was granted is not known; a renewal tells
+            sent = now()
+            ok = await conn.call(RENEW, (key, holder, timedelta(seconds=ttl), token),
+                                 sent + ttl)
+            if not ok:
+                raise LeaseLost(f"{key!r} was lost before it could be used")
+        return int(token), sent
+    except (NotAcquired, LeaseLost):
+        raise
+    except BaseException as exc:
+        # cancelled or failed with the outcome unknown: give back whatever
+        # this holder (unique to this lease) may have been granted
+        if not (isinstance(exc, DatabaseError) and not retryable(exc.__cause__ or exc)):
+            await asyncio.shield(_forget(conn, key, holder, token))
+        raise
+
+
+async def _forget(conn: Conn, key: str, holder: str, token: Optional[int]) -> None:
+    try:
+        if token is not None:
+            await conn.call(RELEASE, (key, holder, token), now() + 5.0)
+        else:
+            await conn.call(RELEASE_HOLDER, (key, holder), now() + 5.0)
+    except Exception as exc:
+        log.warning("dlock: could not give %r back (it lapses by itself): %s", key, exc)
+
+
+async def release(conn: Conn, key: str, holder: str, token: int, lapses_at: float) -> Optional[bool]:
+    """The server's answer to dlock_release with the token (False: it was
+    no longer held), or None when no server answered before the lease
+    lapsed (one try at least).  Raises DatabaseError for a server error."""
+    deadline = max(lapses_at, now() + 2.0)
+    while True:
+        try:
+            return bool(await conn.call(RELEASE, (key, holder, token), deadline))
+        except Exception as exc:
+            if not retryable(exc):
+                raise wrap(exc, f"dlock_release({key!r})")
+            if now() + 0.2 >= deadline:
+                log.warning("dlock: could not release %r (it lapses by itself): %s", key, exc)
+                return None
+            await asyncio.sleep(0.2)
+
+
+def lease_renewer(conn: Conn, key: str, holder: str, ttl: float, token: int
+                  ) -> Callable[[float], Awaitable[bool]]:
+    async def renew(deadline: float) -> bool:
+        return bool(await conn.call(RENEW, (key, holder, timedelta(seconds=ttl), token), deadline))
+    return renew
+
+
+# ---------------------------------------------------------------------------
+# claims
+# ---------------------------------------------------------------------------
+
+_DESCRIBE = """
+SELECT c.oid::pg_catalog.regclass::text, a.attname::text,
+       pg_catalog.format_type(a.atttypid, a.atttypmod)
+  FROM pg_catalog.pg_index i
+  JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+ WHERE i.indrelid = %s::pg_catalog.regclass AND i.indisprimary AND i.indnatts = 1
+"""
+
+
+class ClaimTable:
+    """A claim table: its name as the server spells it, its primary key
+    column and type (for the keys arrays of dlock_complete and dlock_unclaim)."""
+
+    def __init__(self, name: str, pk: str, pktype: str):
+        self.name = name
+        self.pk = pk
+        self.pktype = pktype
+        self.claim_sql = sql.SQL(
+            "SELECT * FROM dlock_claim(NULL::{}, %s, %s, %s::interval, %s, %s, %s)"
+        ).format(sql.SQL(name))
+        self.complete_sql = sql.SQL(
+            "SELECT k FROM dlock_complete(%s::regclass, %s, %s::{}[]) AS c(k)"
+        ).format(sql.SQL(pktype))
+        self.unclaim_sql = sql.SQL(
+            "SELECT dlock_unclaim(%s::regclass, %s, %s::{}[])").format(sql.SQL(pktype))
+        self.unclaim_all_sql = sql.SQL("SELECT dlock_unclaim(%s::regclass, %s)")
+        self.renew_sql = sql.SQL("SELECT dlock_renew_claims(%s::regclass, %s, %s::interval)")
+
+
+async def describe(conn: Conn, table: str, deadline: float) -> ClaimTable:
+    try:
+        rows = await conn.call(_DESCRIBE, (table,), deadline, rows=True)
+    except Exception as exc:
+        raise wrap(exc, f"claim table {table!r}")
+    if not rows:
+        raise Error(f"{table!r} has no single-column primary key: dlock_claim needs one")
+    r = list(rows[0].values())
+    return ClaimTable(r[0], r[1], r[2])
+
+
+async def call_retrying(conn: Conn, what: str, query: Any, params: Sequence[Any],
+                        timeout: float, rows: bool = False) -> Any:
+    """A call repeated on a new connection while the server is unreachable,
+    up to timeout seconds; DatabaseError at the end or for a server error."""
+    deadline = now() + timeout
+    while True:
+        try:
+            return await conn.call(query, params, deadline, rows=rows)
+        except Exception as exc:
+            if not retryable(exc) or now() + 0.2 >= deadline:
+                raise wrap(exc, what)
+            await asyncio.sleep(0.2)
+
+
+def claim_params(holder: str, n: int, ttl: float, filter: Optional[str],
+                 order_by: Optional[str], max_attempts: Optional[int]) -> List[Any]:
+    return [holder, n, timedelta(seconds=ttl), filter, order_by, max_attempts]

@@ -1,0 +1,40 @@
+"""The errors of dlock's Python client.
+
+Every error the client raises is a `dlock.Error`.  One that the server
+answered (or a connection failure) is a `DatabaseError` whose `sqlstate`
+is the server's SQLSTATE (None when no server answered), with the psycopg
+error as its ``__cause__``.  Errors of your own statements run through
+`Lease.execute` are psycopg's, unchanged (they carry ``sqlstate`` too).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["Error", "NotAcquired", "LeaseLost", "DatabaseError"]
+
+
+class Error(Exception):
+    """Base class of every error raised by dlock's client."""
+
+    sqlstate: Optional[str] = None
+
+
+class NotAcquired(Error):
+    """The key was not acquired within ``wait`` (someone else holds it)."""
+
+
+class LeaseLost(Error):
+    """The lease (or a claim) is lost: stop working on what it guards."""
+
+
+class DatabaseError(Error):
+    """The server answered a dlock call with an error, or could not be reached.
+
+    ``sqlstate`` is the server's SQLSTATE (for example ``22023`` for an
+    invalid ttl, ``42501`` for a missing privilege), or None when the
+    error did not come from a server (connection refused, timed out).
+    """
+
+    def __init__(self, message: str, sqlstate: Optional[str] = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate

@@ -1,0 +1,111 @@
+"""Fixtures for the client's tests: a real server started by
+scripts/test-clients.sh, which passes it in the environment:
+
+  DLOCK_TEST_DSN          conninfo of the server (database with dlock)
+  DLOCK_TEST_BOUNCER_DSN  the same through pgbouncer in transaction mode
+  DLOCK_TEST_PGCTL        a command: `$DLOCK_TEST_PGCTL stop|start` (as root)
+  DLOCK_TEST_SERVER_LOG   the server's log (log_statement = 'all')
+  DLOCK_TEST_DEAD_PORT    a port nothing listens on
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from typing import Callable, Iterator
+
+import psycopg
+import pytest
+
+
+def _env(name: str) -> str:
+    v = os.environ.get(name)
+    if not v:
+        pytest.fail(f"{name} is not set: run the tests through scripts/test-clients.sh")
+    return v
+
+
+@pytest.fixture(scope="session")
+def dsn() -> str:
+    return _env("DLOCK_TEST_DSN")
+
+
+@pytest.fixture(scope="session")
+def bouncer_dsn() -> str:
+    return _env("DLOCK_TEST_BOUNCER_DSN")
+
+
+@pytest.fixture(scope="session")
+def dead_port() -> str:
+    return _env("DLOCK_TEST_DEAD_PORT")
+
+
+@pytest.fixture
+def db(dsn: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection of the test's own, to look at the server."""
+    conn = psycopg.connect(dsn, autocommit=True)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def key() -> str:
+    return f"pytest/{uuid.uuid4().hex[:12]}"
+
+
+class Server:
+    """Stops and starts the test server; reads its log."""
+
+    def __init__(self) -> None:
+        self.pgctl = _env("DLOCK_TEST_PGCTL")
+        self.log = _env("DLOCK_TEST_SERVER_LOG")
+        self.dsn = _env("DLOCK_TEST_DSN")
+        self.stopped = False
+
+    def stop(self) -> None:
+        subprocess.run([self.pgctl, "stop"], check=True, stdout=subprocess.DEVNULL)
+        self.stopped = True
+
+    def start(self) -> None:
+        subprocess.run([self.pgctl, "start"], check=True, stdout=subprocess.DEVNULL)
+        self.stopped = False
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                psycopg.connect(self.dsn, connect_timeout=5).close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def log_mark(self) -> int:
+        return os.path.getsize(self.log)
+
+    def log_since(self, mark: int) -> str:
+        with open(self.log, "rb") as f:
+            f.seek(mark)
+            return f.read().decode("utf-8", "replace")
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    if s.stopped:  # never leave it down for the next test
+        s.start()
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def holder_of(db: psycopg.Connection, key: str):
+    row = db.execute("SELECT holder, token FROM dlock_locks WHERE key = %s", (key,)).fetchone()
+    return row

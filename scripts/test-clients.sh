@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# scripts/test-clients.sh - the Python and Node clients (clients/) tested
+# against a real server.
+#
+#   sudo bash scripts/test-clients.sh        (scripts/test.sh runs it too)
+#
+# On Debian 12, 13 or unstable, as root: installs what is missing (what
+# scripts/lib.sh needs for dlock, and python3-psycopg python3-pytest
+# python3-venv python3-setuptools, nodejs and npm unless a
+# node and npm are on PATH, pgbouncer), builds and installs dlock (unless
+# DLOCK_CLIENTS_NO_BUILD=1: scripts/test.sh has just done it), copies
+# clients/ under /tmp (nothing is written into the checkout) and starts:
+#   - a throwaway cluster (PostgreSQL as postgres, shared_preload_libraries
+#     = 'dlock', log_statement = 'all': the tests read the log to show that
+#     nothing is renewed after a loss);
+#   - pgbouncer (as postgres) in front of it, pool_mode = transaction,
+#     default_pool_size = 2.
+# Then, one after the other (the tests stop and restart the server):
+#   Python: a virtualenv (--system-site-packages over Debian's psycopg and
+#           pytest), `pip install --no-build-isolation --no-index` of
+#           clients/python (no package index used), then pytest; and the
+#           same install with the package's own wheel builder (what runs
+#           where setuptools needs the absent wheel package), checked by an
+#           import (one test);
+#   Node:   `npm ci` in clients/node (pg from the npm registry, as locked
+#           in package-lock.json), then `node --test`.
+# Prints each runner's summary and, last, `N passed, N failed` (tests of
+# both); exits non-zero on any failure or if a suite ran nothing.  Every
+# process it started (cluster, pgbouncer, test runners) is stopped on
+# every exit path.
+#
+# Environment (optional):
+#   DLOCK_SRC                source tree whose clients/ to test (default: this repository)
+#   DLOCK_CLIENTS_NO_BUILD=1 dlock is built and installed already (DLOCK_PG_BIN)
+#   DLOCK_TIMEOUT_CLIENTS    time limit of each runner in seconds (default 900)
+#   DLOCK_CLIENTS_ONLY       python or node: run only that one
+#   DLOCK_KEEP=1             keep the /tmp work directory
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$REPO/scripts/lib.sh"
+
+SRC=${DLOCK_SRC:-$REPO}
+T_RUN=${DLOCK_TIMEOUT_CLIENTS:-900}
+ONLY=${DLOCK_CLIENTS_ONLY:-}
+PASSED=0
+FAILED=0
+NOTES=()
+WORK=
+BOUNCER_PID=
+RUNNER_PID=
+
+finish() {
+    echo
+    echo "==================== dlock clients test summary ===================="
+    local n
+    for n in ${NOTES[@]+"${NOTES[@]}"}; do echo "  $n"; done
+    [ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ] && echo "  all client tests passed"
+    echo "$PASSED passed, $FAILED failed"
+    [ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]
+    exit $?
+}
+
+fail_early() {
+    NOTES+=("FAIL: $1")
+    FAILED=$((FAILED + 1))
+    finish
+}
+
+# Stops what this script started, whatever the exit path.
+cleanup() {
+    local rc=$?
+    if [ -n "$RUNNER_PID" ] && kill -0 "$RUNNER_PID" 2>/dev/null; then
+        kill -TERM -- "-$RUNNER_PID" 2>/dev/null || kill -TERM "$RUNNER_PID" 2>/dev/null
+        sleep 1
+        kill -KILL -- "-$RUNNER_PID" 2>/dev/null || true
+    fi
+    if [ -n "$BOUNCER_PID" ]; then
+        # pgbouncer itself (its pidfile), and runuser, its parent
+        local bp
+        bp=$(cat "$WORK/bouncer/pgbouncer.pid" 2>/dev/null || true)
+        [ -n "$bp" ] && kill -TERM "$bp" 2>/dev/null
+        kill -TERM "$BOUNCER_PID" 2>/dev/null
+        wait "$BOUNCER_PID" 2>/dev/null
+    fi
+    dlock_cleanup
+    if [ -n "$WORK" ]; then
+        if [ $rc -eq 0 ] && [ "${DLOCK_KEEP:-0}" != 1 ]; then
+            rm -rf "$WORK"
+            [ -n "${DLOCK_BUILD_DIR:-}" ] && [ -z "${DLOCK_CLIENTS_NO_BUILD:-}" ] && rm -rf "$DLOCK_BUILD_DIR"
+        else
+            echo "(kept for inspection: $WORK)"
+        fi
+    fi
+    return $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test-clients.sh must run as root (it installs packages; PostgreSQL runs as postgres)." >&2
+    fail_early "not run as root"
+fi
+
+# ---------------------------------------------------------------------------
+# packages
+# ---------------------------------------------------------------------------
+echo "==> dlock clients tests: source $SRC/clients"
+[ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] || fail_early "$SRC/clients is missing"
+case "$ONLY" in
+    ''|python|node) ;;
+    *) fail_early "DLOCK_CLIENTS_ONLY must be python or node, not '$ONLY'" ;;
+esac
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+DLOCK_PACKAGES+=(pgbouncer)
+want python && DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools)
+# node and npm: Debian's, unless some are on PATH already (a NodeSource
+# nodejs brings its own npm, which Debian's npm package would conflict with)
+if want node; then
+    command -v node >/dev/null 2>&1 || DLOCK_PACKAGES+=(nodejs)
+    command -v npm >/dev/null 2>&1 || DLOCK_PACKAGES+=(npm)
+fi
+dlock_ensure_packages || fail_early "installing packages"
+PY=/usr/bin/python3   # Debian's, whose psycopg and pytest the venv sees
+want python &&
+    echo "==> $($PY --version), psycopg $($PY -c 'import psycopg; print(psycopg.__version__)'), pytest $($PY -c 'import pytest; print(pytest.__version__)')"
+want node && echo "==> node $(node --version), npm $(npm --version)"
+
+if [ -z "${DLOCK_CLIENTS_NO_BUILD:-}" ]; then
+    dlock_build_install "$SRC" || fail_early "build or make install of dlock"
+fi
+
+# ---------------------------------------------------------------------------
+# the work directory, the server and pgbouncer
+# ---------------------------------------------------------------------------
+WORK=$(mktemp -d /tmp/dlock-clients.XXXXXX)
+chmod 755 "$WORK"
+mkdir -p "$WORK/src"
+# the clients' sources as in the work tree (tracked and untracked, not ignored)
+if git -C "$SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$SRC" && git ls-files -z --cached --others --exclude-standard -- clients |
+        while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+        tar --null -T - -cf -) | tar -C "$WORK/src" -xf -
+else
+    tar -C "$SRC" --exclude=node_modules --exclude=build -cf - clients | tar -C "$WORK/src" -xf -
+fi
+
+dlock_cluster_start "$WORK/cluster" auto "log_statement = 'all'" "max_connections = 100" ||
+    fail_early "starting the test cluster"
+trap cleanup EXIT   # dlock_cluster_start installed its own EXIT trap: ours calls it too
+dlock_psql -qc 'CREATE EXTENSION dlock' || fail_early "CREATE EXTENSION dlock"
+DSN="host=127.0.0.1 port=$DLOCK_PORT user=postgres dbname=postgres"
+echo "==> test cluster: port $DLOCK_PORT, log $DLOCK_SERVER_LOG"
+
+cat >"$WORK/pgctl" <<EOF
+#!/bin/sh
+# stop or start the test server, as postgres
+exec runuser -u postgres -- env PATH="$PATH" pg_ctl -D "$DLOCK_PGDATA" -l "$DLOCK_SERVER_LOG" -m fast -w -t 60 "\$1"
+EOF
+chmod 755 "$WORK/pgctl"
+
+BOUNCER_PORT=$(dlock_free_port) || fail_early "no free port for pgbouncer"
+mkdir -p "$WORK/bouncer"
+echo '"postgres" ""' >"$WORK/bouncer/userlist.txt"
+cat >"$WORK/bouncer/pgbouncer.ini" <<EOF
+[databases]
+postgres = host=127.0.0.1 port=$DLOCK_PORT dbname=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $BOUNCER_PORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $WORK/bouncer/userlist.txt
+pool_mode = transaction
+default_pool_size = 2
+min_pool_size = 0
+reserve_pool_size = 0
+max_client_conn = 100
+server_login_retry = 1
+logfile = $WORK/bouncer/pgbouncer.log
+pidfile = $WORK/bouncer/pgbouncer.pid
+EOF
+chown -R postgres:postgres "$WORK/bouncer"
+runuser -u postgres -- /usr/sbin/pgbouncer "$WORK/bouncer/pgbouncer.ini" >"$WORK/bouncer/stdout" 2>&1 &
+BOUNCER_PID=$!
+BOUNCER_DSN="host=127.0.0.1 port=$BOUNCER_PORT user=postgres dbname=postgres"
+for _ in $(seq 1 100); do
+    psql -XAtq "$BOUNCER_DSN" -c 'SELECT 1' >/dev/null 2>&1 && break
+    sleep 0.1
+done
+psql -XAtq "$BOUNCER_DSN" -c 'SELECT 1' >/dev/null 2>&1 ||
+    { cat "$WORK/bouncer/stdout" "$WORK/bouncer/pgbouncer.log" 2>/dev/null | tail -n 20; fail_early "pgbouncer did not start"; }
+echo "==> pgbouncer (transaction mode): port $BOUNCER_PORT"
+DEAD_PORT=$(dlock_free_port) || fail_early "no free port"
+
+export DLOCK_TEST_DSN="$DSN" DLOCK_TEST_BOUNCER_DSN="$BOUNCER_DSN" DLOCK_TEST_PGCTL="$WORK/pgctl" \
+    DLOCK_TEST_SERVER_LOG="$DLOCK_SERVER_LOG" DLOCK_TEST_DEAD_PORT="$DEAD_PORT"
+
+# run_bounded NAME DIR LOG CMD...: CMD run in DIR, in a session of its own
+# (so that the clean-up reaches its children), its output to the terminal
+# and to LOG, killed after T_RUN seconds; sets RUN_RC.
+run_bounded() {
+    local name=$1 dir=$2 log=$3
+    shift 3
+    (cd "$dir" && exec setsid timeout -k 20 "$T_RUN" "$@") > >(tee "$log") 2>&1 &
+    RUNNER_PID=$!
+    wait "$RUNNER_PID"
+    RUN_RC=$?
+    RUNNER_PID=
+    sleep 0.5   # let tee write the last lines
+    if [ "$RUN_RC" -eq 124 ] || [ "$RUN_RC" -eq 137 ]; then
+        NOTES+=("FAIL: [$name] timed out after $T_RUN s (DLOCK_TIMEOUT_CLIENTS raises the limit)")
+    fi
+}
+
+# server_up: the server may be left stopped by a test that died
+server_up() {
+    "$WORK/pgctl" status >/dev/null 2>&1 || "$WORK/pgctl" start >/dev/null 2>&1 || true
+}
+
+# ---------------------------------------------------------------------------
+# Python
+# ---------------------------------------------------------------------------
+if want python; then
+    echo
+    echo "==> [python] virtualenv and pip install --no-build-isolation --no-index clients/python"
+    if $PY -m venv --system-site-packages "$WORK/venv" >"$WORK/pip.log" 2>&1 &&
+            "$WORK/venv/bin/pip" install --no-build-isolation --no-index "$WORK/src/clients/python" \
+                >>"$WORK/pip.log" 2>&1; then
+        echo "==> [python] pytest"
+        run_bounded python "$WORK/src/clients/python" "$WORK/pytest.log" \
+            "$WORK/venv/bin/python" -m pytest -v -p no:cacheprovider tests
+        server_up
+        line=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$WORK/pytest.log" | tail -n 1)
+        p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
+        f=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")
+        e=$(sed -nE 's/.* ([0-9]+) errors?.*/\1/p' <<<"$line")
+        p=${p:-0}; f=$(( ${f:-0} + ${e:-0} ))
+        if [ "$f" -eq 0 ] && { [ "$p" -eq 0 ] || ! grep -qE '^=+ .* in [0-9.]+s' "$WORK/pytest.log"; }; then
+            f=1; NOTES+=("FAIL: [python] pytest did not run to its summary")
+        elif [ "$f" -gt 0 ]; then
+            NOTES+=("FAIL: [python] $f test(s) failed: $(grep -E '^(FAILED|ERROR) ' "$WORK/pytest.log" | sed -E 's/ - .*//' | tr '\n' ' ')")
+        fi
+        echo "==> [python] $p passed, $f failed   (pytest: ${line:-no summary})"
+        PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+        echo "==> [python] the same install by the package's own wheel builder (DLOCK_BUILD_FALLBACK=1)"
+        if $PY -m venv --system-site-packages "$WORK/venv2" >>"$WORK/pip.log" 2>&1 &&
+                DLOCK_BUILD_FALLBACK=1 "$WORK/venv2/bin/pip" install --no-build-isolation --no-index \
+                    "$WORK/src/clients/python" >>"$WORK/pip.log" 2>&1 &&
+                "$WORK/venv2/bin/python" -c 'import dlock, dlock.aio, importlib.metadata as m
+assert m.version("pg-dlock") == dlock.__version__
+assert any(str(f).endswith("dlock/py.typed") for f in m.files("pg-dlock"))
+assert any(r.startswith("psycopg") for r in m.requires("pg-dlock"))'; then
+            echo "==> [python] 1 passed, 0 failed   (installed and imported)"
+            PASSED=$((PASSED + 1))
+        else
+            tail -n 30 "$WORK/pip.log"
+            NOTES+=("FAIL: [python] installing clients/python with its own wheel builder (log $WORK/pip.log)")
+            FAILED=$((FAILED + 1))
+        fi
+    else
+        tail -n 30 "$WORK/pip.log"
+        NOTES+=("FAIL: [python] installing clients/python into a virtualenv (log $WORK/pip.log)")
+        FAILED=$((FAILED + 1))
+    fi
+fi
+
+# ---------------------------------------------------------------------------
+# Node
+# ---------------------------------------------------------------------------
+if want node; then
+    echo
+    echo "==> [node] npm ci (clients/node, as locked)"
+    if (cd "$WORK/src/clients/node" && npm ci --no-audit --no-fund) >"$WORK/npm.log" 2>&1; then
+        echo "==> [node] node --test"
+        run_bounded node "$WORK/src/clients/node" "$WORK/node.log" bash -c 'exec node --test test/*.test.js'
+        server_up
+        p=$(sed -nE 's/^(# |ℹ )pass ([0-9]+)$/\2/p' "$WORK/node.log" | tail -n 1)
+        f=$(sed -nE 's/^(# |ℹ )fail ([0-9]+)$/\2/p' "$WORK/node.log" | tail -n 1)
+        c=$(sed -nE 's/^(# |ℹ )cancelled ([0-9]+)$/\2/p' "$WORK/node.log" | tail -n 1)
+        if [ -z "$p" ]; then
+            p=0; f=1; NOTES+=("FAIL: [node] node --test did not run to its summary")
+        else
+            f=$(( ${f:-0} + ${c:-0} ))
+            [ "$f" -gt 0 ] && NOTES+=("FAIL: [node] $f test(s) failed or were cancelled (see above)")
+            [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [node] ran no test"); }
+        fi
+        [ "$RUN_RC" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [node] exit $RUN_RC"); }
+        echo "==> [node] $p passed, $f failed   (node --test: $(grep -E '^(# |ℹ )(tests|pass|fail) ' "$WORK/node.log" | tr '\n' ' '))"
+        PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+    else
+        tail -n 30 "$WORK/npm.log"
+        NOTES+=("FAIL: [node] npm ci in clients/node (log $WORK/npm.log)")
+        FAILED=$((FAILED + 1))
+    fi
+fi
+
+if grep -qE 'terminated by signal|was terminated by exception' "$DLOCK_SERVER_LOG" 2>/dev/null; then
+    NOTES+=("FAIL: a backend of the test cluster crashed: $(grep -m1 -E 'terminated by signal|was terminated by exception' "$DLOCK_SERVER_LOG")")
+    FAILED=$((FAILED + 1))
+fi
+finish
