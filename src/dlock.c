@@ -9,7 +9,8 @@
  * in stats.c, the claims' give-back count in claim_plan.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
- * of being woken, and dlock_stats and dlock_waiters are empty.
+ * of being woken, and dlock_stats and dlock_waiters are empty; a backend
+ * that loads the library itself says so with a WARNING (warn_not_preloaded).
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +18,7 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "access/parallel.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "utils/guc.h"
@@ -60,6 +62,27 @@ dlock_shmem_startup(void)
 	dlock_stats_shmem_startup();
 	dlock_claim_plan_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Loaded by a backend rather than preloaded: everything works, but waits
+ * poll and the shared views are empty, so say so, once per backend (this
+ * runs when the backend first calls a dlock function, or at CREATE
+ * EXTENSION).  Not in a parallel worker, whose leader has said it already,
+ * nor in pg_upgrade, which loads every library to check it.
+ */
+static void
+warn_not_preloaded(void)
+{
+	if (InitializingParallelWorker || IsBinaryUpgrade)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("dlock is not in shared_preload_libraries"),
+			 errdetail("Waiting acquires poll every dlock.poll_interval instead of "
+					   "being woken in turn, and dlock_waiters and dlock_stats() are empty."),
+			 errhint("Add dlock to shared_preload_libraries in postgresql.conf and "
+					 "restart the server.")));
 }
 
 void
@@ -117,4 +140,6 @@ _PG_init(void)
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = dlock_shmem_startup;
 	}
+	else
+		warn_not_preloaded();
 }

@@ -300,6 +300,26 @@ my_offer_state(void)
 }
 
 /*
+ * The wait event of a waiting acquire, "DlockWait" (type Extension) where
+ * PostgreSQL lets an extension name one (compat.h); looked up once per
+ * backend, before the first sleep.  Until then (and on an error path that
+ * waits before any sleep) the generic one.
+ */
+static uint32 dlock_wait_event = PG_WAIT_EXTENSION;
+static bool dlock_wait_event_known = false;
+
+static uint32
+wait_event(void)
+{
+	if (!dlock_wait_event_known)
+	{
+		dlock_wait_event = dlock_wait_event_new("DlockWait");
+		dlock_wait_event_known = true;
+	}
+	return dlock_wait_event;
+}
+
+/*
  * Wait while a releaser writes the commit record of the grant it offered
  * this waiter; it wakes this backend as soon as it knows the outcome.
  * That takes a WAL flush, or as long as the releaser's commit waits for
@@ -316,7 +336,7 @@ wait_for_commit_outcome(void)
 		if (QueryCancelPending || ProcDiePending)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10L, PG_WAIT_EXTENSION);
+						 10L, dlock_wait_event);
 		ResetLatch(MyLatch);
 	}
 }
@@ -507,7 +527,7 @@ dlock_wait_sleep(int64 timeout_us)
 	if (ms > 0)
 	{
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   ms, PG_WAIT_EXTENSION);
+					   ms, wait_event());
 		ResetLatch(MyLatch);
 	}
 	CHECK_FOR_INTERRUPTS();
