@@ -41,7 +41,8 @@
 #     fail them; releases, renewals and writes
 #     whose answers were lost (unknown outcomes) must pass.
 # Every process it starts (etcd, the Patronis, their PostgreSQL servers, the
-# clients) carries a tag in its environment, and is stopped by pid on every
+# clients) carries a tag in its environment or works in the work directory
+# (PostgreSQL in its data directory), and is stopped by pid on every
 # way out: the end of a mode, a failure, an interrupt, a termination, or
 # the time limit (DLOCK_TIMEOUT_HA seconds for the whole run, default 1200;
 # only a hang should reach it).  A process of the run found alive after a
@@ -132,6 +133,9 @@ dlock_ensure_packages || { notok "packages installed"; finish; }
 # checkout under /root is not readable by postgres
 dlock_build_install "$REPO" || { notok "dlock builds and installs"; finish; }
 HA_LOAD=$DLOCK_BUILD_DIR/t/ha/ha_load.py
+# and the working directory of everything started from here (Patroni's
+# helper processes change into it: a checkout under /root is refused)
+cd "$DLOCK_BUILD_DIR" || { notok "cd $DLOCK_BUILD_DIR"; finish; }
 
 # http_ok URL: does the Patroni REST API answer 200 there?
 http_ok() {
@@ -290,14 +294,15 @@ run_mode() {   # run_mode sync|async
     touch "$out/lag"            # a holder takes ha:s0 after the cut
     sleep "$LAG"
     lpid=$(head -n 1 "$WORK/node$leader/data/postmaster.pid")
-    # the leader's Patroni, postmaster and every process of theirs, at once
-    # (as a crash of its machine would); they all carry its DLOCK_HA_NODE
-    nodepids=$(dlock_tagged_pids "DLOCK_HA_NODE=$WORK/node$leader")
+    # the leader's Patroni (it carries its DLOCK_HA_NODE), its postmaster and
+    # backends (they work in its data directory), at once, as a crash of
+    # its machine would
+    nodepids=$(dlock_tagged_pids "DLOCK_HA_NODE=$WORK/node$leader" "$WORK/node$leader")
     killed=$(date +%s.%N)
     # shellcheck disable=SC2086
     kill -KILL $nodepids "$lpid" $wsender 2>/dev/null
     WSENDER=
-    dlock_log "$mode: stopped node $leader's walsender ($wsender) ${LAG} s before killing it (its Patroni and postmaster $lpid: $(wc -w <<<"$nodepids") processes)"
+    dlock_log "$mode: stopped node $leader's walsender ($wsender) ${LAG} s before killing it (its Patroni, postmaster $lpid and backends: $(wc -w <<<"$nodepids") processes)"
     wait_for 60 http_ok "http://127.0.0.1:$([ $leader = 1 ] && echo "$a2" || echo "$a1")/leader" ||
         { notok "$mode: the other node took over"; tail -n 20 "$WORK"/node*/patroni.log; stop_all; return; }
     ok "$mode: the other node took over ($(awk -v a="$killed" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the kill)"
