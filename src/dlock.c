@@ -9,8 +9,8 @@
  * in stats.c, the claims' give-back count in claim_plan.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
- * of being woken, and dlock_stats and dlock_waiters are empty; a backend
- * that loads the library itself says so with a WARNING (warn_not_preloaded).
+ * of being woken, and dlock_stats and dlock_waiters are empty; the first
+ * of those in a backend gives a WARNING that says so (dlock_warn_not_preloaded).
  *
  *-------------------------------------------------------------------------
  */
@@ -65,17 +65,20 @@ dlock_shmem_startup(void)
 }
 
 /*
- * Loaded by a backend rather than preloaded: everything works, but waits
- * poll and the shared views are empty, so say so, once per backend (this
- * runs when the backend first calls a dlock function, or at CREATE
- * EXTENSION).  Not in a parallel worker, whose leader has said it already,
- * nor in pg_upgrade, which loads every library to check it.
+ * Called where the library's shared memory is missing and it matters: a
+ * waiting acquire that has to poll, dlock_waiters and dlock_stats() that
+ * can only be empty.  Warns once per backend, with a hint naming the
+ * setting (not in a parallel worker, whose leader was told).  Not at load
+ * time: a backend that never waits nor reads those views loses nothing.
  */
-static void
-warn_not_preloaded(void)
+void
+dlock_warn_not_preloaded(void)
 {
-	if (InitializingParallelWorker || IsBinaryUpgrade)
+	static bool warned = false;
+
+	if (warned || InitializingParallelWorker || IsParallelWorker())
 		return;
+	warned = true;
 	ereport(WARNING,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("dlock is not in shared_preload_libraries"),
@@ -140,6 +143,4 @@ _PG_init(void)
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = dlock_shmem_startup;
 	}
-	else
-		warn_not_preloaded();
 }

@@ -520,7 +520,10 @@ dlock_wait_sleep(int64 timeout_us)
 	int			rc = 0;
 
 	if (waitq == NULL)
+	{
+		dlock_warn_not_preloaded();
 		timeout_us = Min(timeout_us, (int64) dlock_poll_interval_ms * 1000);
+	}
 	else
 		timeout_us = Min(timeout_us, (int64) dlock_safety_wake_ms * 1000);
 	ms = (long) ((timeout_us + 999) / 1000);
@@ -546,7 +549,10 @@ dlock_wait_list(DlockWaiter **out)
 
 	*out = NULL;
 	if (waitq == NULL)
+	{
+		dlock_warn_not_preloaded();
 		return 0;
+	}
 	*out = palloc(sizeof(DlockWaiter) * waitq->nslots);
 	LWLockAcquire(waitq->lock, LW_SHARED);
 	for (int i = 0; i < waitq->nslots; i++)

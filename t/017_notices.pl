@@ -1,10 +1,11 @@
 # Copyright: dlock contributors
 #
 # 017_notices.pl: what dlock tells a newcomer (issue 23).
-#  - Without shared_preload_libraries, every backend that uses dlock gets
-#    one WARNING, with a hint naming the setting: at CREATE EXTENSION, and
-#    at a session's first dlock call (not at its second); a preloaded
-#    server gives none.
+#  - Without shared_preload_libraries, a backend gets one WARNING, with a
+#    hint naming the setting, when it first needs what only preloading
+#    gives (a waiting acquire that has to poll, dlock_stats(),
+#    dlock_waiters), not again; a backend that needs none of it (acquire,
+#    release, CREATE EXTENSION) and a preloaded server get none.
 #  - A waiting acquire shows in pg_stat_activity as wait event type
 #    Extension, named DlockWait on PostgreSQL 17 and later (which let an
 #    extension name its wait events, also listed in pg_wait_events), plain
@@ -34,37 +35,46 @@ $plain->start;
 my $major = $plain->safe_psql('postgres', 'SHOW server_version_num') / 10000;
 
 # --- the WARNING, once per backend, without preloading ---
-my ($ret, $out, $err) = $plain->psql('postgres', 'CREATE EXTENSION dlock');
-is($ret, 0, 'CREATE EXTENSION dlock works without preloading');
-is(count_of($warning, $err), 1, 'CREATE EXTENSION without preloading: one WARNING');
+my ($ret, $out, $err) = $plain->psql('postgres',
+	"CREATE EXTENSION dlock;\n"
+	  . "SELECT dlock_acquire('n:a', 'h', '1 min') IS NOT NULL;\n"
+	  . "SELECT dlock_release('n:a', 'h');\n");
+is($ret, 0, 'CREATE EXTENSION, acquire and release work without preloading');
+is($err, '', 'they lose nothing without preloading: no WARNING');
+
+($ret, $out, $err) = $plain->psql('postgres',
+	"SELECT count(*) FROM dlock_stats();\n"
+	  . "SELECT count(*) FROM dlock_stats();\n"
+	  . "SELECT count(*) FROM dlock_waiters;\n");
+is($out, "0\n0\n0", 'dlock_stats() and dlock_waiters are empty without preloading');
+is(count_of($warning, $err), 1, 'a session reading them: one WARNING, at the first');
 like($err, $hint, 'the WARNING has a hint naming shared_preload_libraries');
 like($err, qr/DETAIL:  Waiting acquires poll every dlock.poll_interval/,
 	'the WARNING says what is missing');
 
+($ret, $out, $err) = $plain->psql('postgres', 'SELECT count(*) FROM dlock_waiters');
+is(count_of($warning, $err), 1, 'the next session (a new backend) is told again, by dlock_waiters');
+
+# a waiting acquire that has to poll
+$plain->safe_psql('postgres', "SELECT dlock_acquire('n:p', 'holder', '1 min')");
 ($ret, $out, $err) = $plain->psql('postgres',
-	"SELECT dlock_acquire('n:a', 'h', '1 min') IS NOT NULL;\n"
-	  . "SELECT dlock_release('n:a', 'h');\n"
-	  . "SELECT count(*) FROM dlock_stats();\n");
-is($ret, 0, 'a session without preloading works');
-is($out, "t\nt\n0", 'acquire, release; dlock_stats() is empty without preloading');
-is(count_of($warning, $err), 1, 'a session of three dlock calls: one WARNING, at the first');
+	"SELECT dlock_acquire('n:p', 'other', '1 min', '50 ms') IS NULL;\n"
+	  . "SELECT dlock_acquire('n:p', 'other', '1 min', '50 ms') IS NULL;\n");
+is($out, "t\nt", 'a polling acquire on a held key waits and gets NULL');
+is(count_of($warning, $err), 1, 'a session whose acquires poll: one WARNING');
 like($err, $hint, 'with its hint');
-
-($ret, $out, $err) = $plain->psql('postgres', "SELECT dlock_acquire('n:b', 'h', '1 min') IS NOT NULL");
-is(count_of($warning, $err), 1, 'the next session (a new backend) is told again');
-
-($ret, $out, $err) = $plain->psql('postgres', 'SELECT 1');
-is(count_of($warning, $err), 0, 'a session that does not use dlock is not told');
+$plain->safe_psql('postgres', "SELECT dlock_release('n:p', 'holder')");
 
 my $pre = PostgreSQL::Test::Cluster->new('preloaded');
 $pre->init;
 $pre->append_conf('postgresql.conf', "shared_preload_libraries = 'dlock'");
 $pre->start;
+$pre->safe_psql('postgres', "CREATE EXTENSION dlock; SELECT dlock_acquire('p:p', 'holder', '1 min')");
 ($ret, $out, $err) = $pre->psql('postgres',
-	"CREATE EXTENSION dlock;\n"
-	  . "SELECT dlock_acquire('p:a', 'h', '1 min') IS NOT NULL;\n"
-	  . "SELECT dlock_release('p:a', 'h');\n");
-is($ret, 0, 'the preloaded server works');
+	"SELECT count(*) FROM dlock_stats();\n"
+	  . "SELECT count(*) FROM dlock_waiters;\n"
+	  . "SELECT dlock_acquire('p:p', 'other', '1 min', '50 ms') IS NULL;\n");
+is($out, "1\n0\nt", 'preloaded: dlock_stats() has its row, a waiting acquire waits');
 is($err, '', 'preloaded: no WARNING, nothing on stderr');
 
 # --- the wait event of a waiting acquire ---
