@@ -189,7 +189,7 @@ dlock_claim_untyped_sql(PG_FUNCTION_ARGS)
 	const char *name = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 			 errmsg("the first argument of dlock_claim must be a row type, not text"),
 			 errdetail("dlock_claim finds its table by the type of its first "
 					   "argument; a quoted name or a NULL has no row type."),
