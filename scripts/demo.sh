@@ -68,6 +68,10 @@ cleanup_demo() {
         kill "$p" 2>/dev/null || true
     done
     dlock_cleanup
+    # and whatever else it started that is still alive (a psql of a worker)
+    p=$(dlock_tagged_pids "DLOCK_DEMO_TAG=$DLOCK_DEMO_TAG" "$WORK")
+    # shellcheck disable=SC2086
+    [ -z "$p" ] || dlock_stop_pids $p 2>/dev/null
     if [ "${DLOCK_DEMO_KEEP:-0}" = 1 ] || [ $rc -ne 0 ]; then
         echo "(kept: $WORK and $DLOCK_BUILD_DIR)"
     else
@@ -76,6 +80,8 @@ cleanup_demo() {
     return $rc
 }
 WORKER_PIDS=()
+# every process started from here on carries this tag (cleanup_demo)
+export DLOCK_DEMO_TAG=demo-$$-$RANDOM
 dlock_cluster_start "$WORK/cluster" auto
 trap cleanup_demo EXIT
 echo "cluster on port $DLOCK_PORT, socket in $DLOCK_PGHOST, log $DLOCK_SERVER_LOG"
