@@ -24,6 +24,7 @@
 #   dlock_free_port
 #   dlock_cleanup
 #   dlock_tagged_pids NAME=VALUE [DIR...]
+#   dlock_list_pids PIDS...
 #   dlock_stop_pids PIDS...
 # See the comment above each function for details.
 
@@ -376,18 +377,27 @@ dlock_tagged_pids() {
     echo "${out[*]}"
 }
 
+# dlock_list_pids PIDS...: one line per live process on stderr: pid, user,
+# command line.
+dlock_list_pids() {
+    local p cmd
+    for p in "$@"; do
+        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-160)
+        [ -n "$cmd" ] || continue
+        printf '    pid %s (%s): %s\n' "$p" "$(stat -c %U "/proc/$p" 2>/dev/null)" "$cmd" >&2
+    done
+}
+
 # dlock_stop_pids PIDS...
 #   Stops these processes, by pid: SIGQUIT to the PostgreSQL ones (an
 #   immediate shutdown: a postmaster stops its backends and frees its shared
 #   memory), SIGTERM to the others, SIGKILL to whatever is left 10 s later.
 #   Prints one line per process (pid, user, command line) on stderr first.
 dlock_stop_pids() {
-    local p comm n cmd
+    local p comm n
     [ $# -gt 0 ] || return 0
+    dlock_list_pids "$@"
     for p in "$@"; do
-        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-160)
-        [ -n "$cmd" ] || continue
-        printf '    pid %s (%s): %s\n' "$p" "$(stat -c %U "/proc/$p" 2>/dev/null)" "$cmd" >&2
         comm=$(cat "/proc/$p/comm" 2>/dev/null)
         if [ "$comm" = postgres ]; then kill -QUIT "$p" 2>/dev/null; else kill -TERM "$p" 2>/dev/null; fi
     done

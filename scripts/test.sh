@@ -18,11 +18,13 @@
 # (the TAP tests start their own clusters with PostgreSQL::Test::Cluster).
 # Time limits only catch hangs: they are far above what a loaded machine
 # needs, and a suite or file that runs out names the variable that raises it.
-# Every process the run starts carries a tag in its environment: whatever a
-# suite or TAP file leaves running (a postmaster of a file the limit killed,
-# a command a test forgot) is stopped and counts as a failure, and so does
-# any process of the run still alive at its end; an interrupt or a
-# termination stops them all too.
+# Every process the run starts carries a tag in its environment: what a
+# suite or TAP file leaves running is found when it ends.  Everything of a
+# file the time limit killed is stopped (its postmasters too); a PostgreSQL
+# server a finished file left running is stopped and counts as a failure;
+# any other process of the run still alive at its end (after up to
+# DLOCK_LEFTOVER_GRACE seconds, 60, to end by itself) is stopped and counts
+# as a failure.  An interrupt or a termination stops them all too.
 # The last line printed is `N passed, N failed` (pg_regress tests, isolation
 # tests, TAP assertions; a TAP file that dies counts as a failure, and so do
 # compiler warnings); the exit status is 0 only if nothing failed and
@@ -39,6 +41,8 @@
 #                          time limit of the pg_regress / isolation suite, in
 #                          seconds (default: 60 s per test in it, plus 60 s)
 #   DLOCK_TIMEOUT_TAP      time limit of each TAP file, in seconds (600)
+#   DLOCK_LEFTOVER_GRACE   seconds a process a test left behind has to end by
+#                          itself once the suites are done (60)
 #   DLOCK_KEEP=1           keep the /tmp work directories even on success
 #   DLOCK_ALLOW_SKIP       TAP files (names without .pl, space or comma
 #                          separated) allowed to skip themselves; any other
@@ -197,10 +201,13 @@ echo "==> test cluster: PGHOST=$PGHOST PGPORT=$PGPORT (log $DLOCK_SERVER_LOG)"
 # is 1.  CMD runs in the background while this shell waits, so that a signal
 # to test.sh is handled at once (bash runs traps only between commands).
 # Prints a line every 30 s while CMD is silent (SHOW=1) or runs (SHOW=0:
-# with the number of TAP assertions so far).  Afterwards, every process the
-# step started that is still alive (a postmaster of a TAP file the limit
-# killed, a command a test left behind) is reported and stopped.  Sets
-# STEP_RC (124: the limit ran out) and STEP_LEFT (pids found alive).
+# with the number of TAP assertions so far).  Afterwards, the processes the
+# step started that are still alive: when the limit killed it, all of them
+# are stopped (the postmasters of a TAP file, its commands); else a
+# PostgreSQL server left running is stopped and reported in STEP_LEFT (a
+# failure), and any other process is listed and left to end by itself (the
+# check at the end of the run fails if it has not).  Sets STEP_RC (124: the
+# limit ran out) and STEP_LEFT.
 run_step() {
     local name=$1 limit=$2 log=$3 show=$4 pid start=$SECONDS last=$SECONDS size=0 nsize n
     shift 4
@@ -229,7 +236,7 @@ run_step() {
                 echo "    ... [$name] still running, $((SECONDS - start)) s of its ${limit} s limit"
             else
                 # prove's own output is buffered; the file's log is not
-                n=$(grep -cE '^(not )?ok [0-9]+' "$BUILD/tmp_check/log/regress_log_${name#tap/}" 2>/dev/null)
+                n=$(grep -cE '^(\[[^]]*\]\([^)]*\) )?(not )?ok [0-9]+' "$BUILD/tmp_check/log/regress_log_${name#tap/}" 2>/dev/null)
                 echo "    ... [$name] still running, $((SECONDS - start)) s of its ${limit} s limit, ${n:-0} assertion(s) so far"
             fi
         fi
@@ -239,16 +246,30 @@ run_step() {
     STEP_PID=
     [ -z "$tailpid" ] || wait "$tailpid" 2>/dev/null
     STEP_SECONDS=$((SECONDS - start))
-    # what the step left running (the postmasters of a killed TAP file are
-    # tagged, and work in data directories under $BUILD)
-    STEP_LEFT=$(dlock_tagged_pids "DLOCK_STEP_TAG=$RUN_TAG/$name")
+    if [ "$STEP_RC" -eq 124 ] || [ "$STEP_RC" -eq 137 ]; then
+        STEP_RC=124
+    fi
+    # what the step left running (they all carry its tag: even the
+    # postmasters of a TAP file, which pg_ctl detached)
+    local p servers=() others=()
+    # (a backend retitles itself over its environment: it is found by its
+    # working directory, a data directory under $BUILD/tmp_check)
+    for p in $(dlock_tagged_pids "DLOCK_STEP_TAG=$RUN_TAG/$name" "$BUILD/tmp_check"); do
+        if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = postgres ]; then servers+=("$p"); else others+=("$p"); fi
+    done
+    STEP_LEFT=${servers[*]}
+    if [ "$STEP_RC" -eq 124 ]; then
+        STEP_LEFT="${servers[*]} ${others[*]}"
+        STEP_LEFT=$(echo $STEP_LEFT)
+    fi
     if [ -n "$STEP_LEFT" ]; then
         echo "==> [$name] stopping $(wc -w <<<"$STEP_LEFT") process(es) it left running:"
         # shellcheck disable=SC2086
         dlock_stop_pids $STEP_LEFT
     fi
-    if [ "$STEP_RC" -eq 124 ] || [ "$STEP_RC" -eq 137 ]; then
-        STEP_RC=124
+    if [ "$STEP_RC" -ne 124 ] && [ ${#others[@]} -gt 0 ]; then
+        echo "==> [$name] NOTE: $(wc -w <<<"${others[*]}") process(es) it started still run; the run fails if any is still alive at its end:"
+        dlock_list_pids "${others[@]}"
     fi
 }
 
@@ -266,8 +287,8 @@ run_suite() {
     if [ "$SUITE_RC" -eq 124 ]; then
         NOTES+=("FAIL: [$name] timed out after ${t} s (only a hang should: raise $var, in seconds, if the machine is that slow)")
     fi
-    if [ -n "$STEP_LEFT" ]; then
-        NOTES+=("FAIL: [$name] left $(wc -w <<<"$STEP_LEFT") process(es) running (stopped; listed above)")
+    if [ -n "$STEP_LEFT" ] && [ "$STEP_RC" -ne 124 ]; then
+        NOTES+=("FAIL: [$name] left $(wc -w <<<"$STEP_LEFT") PostgreSQL process(es) running (stopped; listed above)")
         FAILED=$((FAILED + 1))
     fi
     echo "==> [$name] finished in ${STEP_SECONDS} s"
@@ -308,8 +329,12 @@ count_tap_file() {
     total=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$log" | tail -n 1)
     skip=$(sed -nE 's/^1\.\.0 # (SKIP|skip) *(.*)$/\2/p' "$log" | head -n 1)
     if [ "$STEP_RC" -eq 124 ]; then
-        p=$(grep -cE '^ok [0-9]+' "$log" || true)
-        f=$(( $(grep -cE '^not ok [0-9]+' "$log" || true) + 1 ))
+        # prove's output was buffered when it was killed: count the file's
+        # own log ("[time](elapsed) ok N - ...")
+        local rlog="$BUILD/tmp_check/log/regress_log_$name"
+        [ -f "$rlog" ] || rlog=$log
+        p=$(grep -cE '^(\[[^]]*\]\([^)]*\) )?ok [0-9]+' "$rlog" || true)
+        f=$(( $(grep -cE '^(\[[^]]*\]\([^)]*\) )?not ok [0-9]+' "$rlog" || true) + 1 ))
         NOTES+=("FAIL: [tap] $tf timed out after $T_TAP s (only a hang should: raise DLOCK_TIMEOUT_TAP, seconds per TAP file, if the machine is that slow)")
         TAP_RESULT="TIMED OUT after $T_TAP s ($p assertion(s) passed before)"
     elif [ -z "$total" ]; then
@@ -381,9 +406,9 @@ run_tap() {
         if [ -n "$STEP_LEFT" ] && [ "$STEP_RC" -eq 124 ]; then
             TAP_RESULT+="; its $(wc -w <<<"$STEP_LEFT") process(es) stopped"
         elif [ -n "$STEP_LEFT" ]; then
-            NOTES+=("FAIL: [tap] $tf left $(wc -w <<<"$STEP_LEFT") process(es) running (stopped; listed above)")
+            NOTES+=("FAIL: [tap] $tf left $(wc -w <<<"$STEP_LEFT") PostgreSQL process(es) running (stopped; listed above)")
             TAP_F=$((TAP_F + 1))
-            TAP_RESULT+="; left process(es) running"
+            TAP_RESULT+="; left a PostgreSQL server running"
         fi
         echo "==> [tap $i/$n] $tf: $TAP_RESULT, ${STEP_SECONDS} s"
         # make installcheck starts with rm -rf tmp_check: keep this file's
@@ -506,9 +531,21 @@ fi
 
 dlock_cluster_stop "$WORK/cluster"
 
-# Nothing this run started may be alive now.
+# Nothing this run started may be alive now: a process a test left behind
+# gets DLOCK_LEFTOVER_GRACE seconds (60) to end by itself (a command's
+# `sleep 30` orphaned by its shell ends; one that would pile up does not).
 sleep 1
 LEFT=$(dlock_tagged_pids "DLOCK_RUN_TAG=$RUN_TAG" "$BUILD" "$WORK")
+if [ -n "$LEFT" ]; then
+    echo "==> waiting up to ${DLOCK_LEFTOVER_GRACE:-60} s for $(wc -w <<<"$LEFT") process(es) of this run to end:"
+    # shellcheck disable=SC2086
+    dlock_list_pids $LEFT
+    grace_end=$((SECONDS + ${DLOCK_LEFTOVER_GRACE:-60}))
+    while [ -n "$LEFT" ] && [ $SECONDS -lt $grace_end ]; do
+        sleep 1
+        LEFT=$(dlock_tagged_pids "DLOCK_RUN_TAG=$RUN_TAG" "$BUILD" "$WORK")
+    done
+fi
 if [ -n "$LEFT" ]; then
     echo "==> FAIL: $(wc -w <<<"$LEFT") process(es) started by this run are still alive:"
     # shellcheck disable=SC2086
