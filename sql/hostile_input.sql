@@ -83,7 +83,7 @@ INSERT INTO pg_temp.cases (grp, call, expected) VALUES
   ('lease-operator', $$SELECT dlock_force_release(repeat('x', 1000000))$$, '22023'),
   ('lease-operator', $$SELECT dlock_cleanup('-1 s')$$, '22023'),
   ('lease-operator', $$SELECT dlock_cleanup('-178000000 years')$$, '22023'),
-  ('claim', $$SELECT * FROM dlock_claim(NULL, 'h', 1)$$, '42804'),
+  ('claim', $$SELECT * FROM dlock_claim(NULL, 'h', 1)$$, '42809'),
   ('claim', $$SELECT * FROM dlock_claim(NULL::int, 'h', 1)$$, '42809'),
   ('claim', $$SELECT * FROM dlock_claim(NULL::hostile_big, NULL, 1)$$, '22004'),
   ('claim', $$SELECT * FROM dlock_claim(NULL::hostile_big, 'h', NULL)$$, '22004'),
