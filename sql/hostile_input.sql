@@ -26,7 +26,8 @@
 -- value out of range (empty, longer than the limit, a ttl or wait out of
 -- range, n, max_attempts); 42601: filter / order_by that are not one
 -- expression / one ORDER BY list.  Polymorphic arguments given an untyped
--- NULL cannot even be resolved (42804, from the parser).
+-- NULL cannot even be resolved (42804, from the parser), except
+-- dlock_claim's first, caught by its text overload (42809).
 --
 INSERT INTO pg_temp.cases (grp, call, expected) VALUES
   ('lease', $$SELECT dlock_acquire(NULL, 'h')$$, '22004'),
