@@ -23,6 +23,9 @@
 #   dlock_as_postgres CMD [ARGS...]
 #   dlock_free_port
 #   dlock_cleanup
+#   dlock_tagged_pids NAME=VALUE [DIR...]
+#   dlock_list_pids PIDS...
+#   dlock_stop_pids PIDS...
 # See the comment above each function for details.
 
 DLOCK_APT_UPDATED=${DLOCK_APT_UPDATED:-}
@@ -86,10 +89,11 @@ dlock_as_postgres() {
 
 # dlock_ensure_packages
 #   Installs whichever of DLOCK_PACKAGES are missing (apt-get update once,
-#   non-interactive, quiet). Does not touch apt at all when everything is
-#   installed already.
+#   non-interactive), showing what it installs and apt's own progress lines
+#   (downloads, "Setting up ..."; the whole output is in a log under /tmp).
+#   Does not touch apt at all when everything is installed already.
 dlock_ensure_packages() {
-    local missing=() p st log
+    local missing=() p st log rc start=$SECONDS
     for p in "${DLOCK_PACKAGES[@]}"; do
         st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
         [ "$st" = "install ok installed" ] || missing+=("$p")
@@ -101,23 +105,31 @@ dlock_ensure_packages() {
         dlock_err "missing packages (${missing[*]}) and not root: cannot install them"
         return 1
     fi
-    dlock_log "installing missing packages: ${missing[*]}"
+    dlock_log "installing missing packages with apt-get (with what they need, this can take minutes on a fresh machine): ${missing[*]}"
     log=$(mktemp /tmp/dlock-apt.XXXXXX.log)
     export DEBIAN_FRONTEND=noninteractive
     if [ -z "$DLOCK_APT_UPDATED" ]; then
-        if ! apt-get -q -y -o DPkg::Lock::Timeout=300 update >"$log" 2>&1; then
+        dlock_log "apt-get update"
+        apt-get -q -y -o DPkg::Lock::Timeout=300 update 2>&1 </dev/null | tee -a "$log" |
+            { grep --line-buffered -E '^(Get:|Fetched|Err:|E:|W:)' | sed -u 's/^/    /'; true; } &&
+            rc=0 || rc=$?
+        if [ "$rc" -ne 0 ]; then
             tail -n 30 "$log" >&2
             dlock_err "apt-get update failed (log: $log)"
             return 1
         fi
         DLOCK_APT_UPDATED=1
     fi
-    if ! apt-get -q -y -o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0 \
-            --no-install-recommends install "${missing[@]}" >>"$log" 2>&1 </dev/null; then
+    apt-get -q -y -o DPkg::Lock::Timeout=300 -o Dpkg::Use-Pty=0 \
+        --no-install-recommends install "${missing[@]}" 2>&1 </dev/null | tee -a "$log" |
+        { grep --line-buffered -E '^([0-9]+ upgraded|Need to get|Get:|Fetched|Setting up|E:|W:)' |
+            sed -u 's/^/    /'; true; } && rc=0 || rc=$?
+    if [ "$rc" -ne 0 ]; then
         tail -n 30 "$log" >&2
         dlock_err "apt-get install failed (log: $log)"
         return 1
     fi
+    dlock_log "packages installed in $((SECONDS - start)) s"
     rm -f "$log"
     return 0
 }
@@ -169,9 +181,9 @@ dlock_build_install() {
     chown -R postgres:postgres "$work" || return 1
     chmod 755 "$work"
 
-    dlock_log "building in $work (as postgres)"
-    local jobs
+    local jobs start=$SECONDS
     jobs=$(nproc 2>/dev/null || echo 2)
+    dlock_log "building dlock in $work (as postgres, make -j$jobs; compiler output in $DLOCK_BUILD_LOG)"
     # DLOCK_MAKE_FLAGS: extra make arguments (scripts/mutate.sh: with_llvm=no)
     # shellcheck disable=SC2086
     if ! (cd "$work" && dlock_as_postgres make -j"$jobs" PG_CONFIG="$DLOCK_PG_CONFIG" ${DLOCK_MAKE_FLAGS:-}) \
@@ -188,7 +200,7 @@ dlock_build_install() {
         grep -B2 -A3 'warning:' "$DLOCK_BUILD_LOG" >&2 || true
     fi
 
-    dlock_log "installing (make install, as root)"
+    dlock_log "built in $((SECONDS - start)) s; installing (make install, as root, into $("$DLOCK_PG_CONFIG" --pkglibdir))"
     # shellcheck disable=SC2086
     if ! (cd "$work" && make install PG_CONFIG="$DLOCK_PG_CONFIG" ${DLOCK_MAKE_FLAGS:-}) >>"$DLOCK_BUILD_LOG" 2>&1; then
         tail -n 30 "$DLOCK_BUILD_LOG" >&2
@@ -331,6 +343,74 @@ dlock_cluster_stop() {
         [ "$d" = "$dir" ] || keep+=("$d")
     done
     DLOCK_CLUSTERS=(${keep[@]+"${keep[@]}"})
+    return 0
+}
+
+# dlock_tagged_pids NAME=VALUE [DIR...]
+#   Prints (space-separated) the pids of the processes whose environment has
+#   NAME=VALUE (a script exports a tag of its own before it starts anything:
+#   every process it starts, and every process those start, inherits it,
+#   even a daemon that detached with setsid, such as a postmaster started
+#   by pg_ctl), and of the processes whose working directory is under one
+#   of the DIRs (a postmaster and its backends work in their data
+#   directory, also after it was deleted).  Only bash builtins read /proc,
+#   so the scan does not find itself; the calling shell is left out.
+dlock_tagged_pids() {
+    local want=${1:?usage: dlock_tagged_pids NAME=VALUE [DIR...]} p pid cwd d x out=()
+    shift
+    local -a env
+    for p in /proc/[0-9]*; do
+        pid=${p#/proc/}
+        [ "$pid" = "$$" ] || [ "$pid" = "${BASHPID:-}" ] && continue
+        if mapfile -d "" -t env 2>/dev/null <"$p/environ"; then
+            for x in ${env[@]+"${env[@]}"}; do
+                if [ "$x" = "$want" ]; then out+=("$pid"); continue 2; fi
+            done
+        fi
+        [ $# -gt 0 ] || continue
+        cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+        for d in "$@"; do
+            [ -n "$d" ] || continue
+            case "$cwd" in "$d" | "$d"/* | "$d (deleted)") out+=("$pid"); continue 2 ;; esac
+        done
+    done
+    echo "${out[*]}"
+}
+
+# dlock_list_pids PIDS...: one line per live process on stderr: pid, user,
+# command line.
+dlock_list_pids() {
+    local p cmd
+    for p in "$@"; do
+        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-160)
+        [ -n "$cmd" ] || continue
+        printf '    pid %s (%s): %s\n' "$p" "$(stat -c %U "/proc/$p" 2>/dev/null)" "$cmd" >&2
+    done
+}
+
+# dlock_stop_pids PIDS...
+#   Stops these processes, by pid: SIGQUIT to the PostgreSQL ones (an
+#   immediate shutdown: a postmaster stops its backends and frees its shared
+#   memory), SIGTERM to the others, SIGKILL to whatever is left 10 s later.
+#   Prints one line per process (pid, user, command line) on stderr first.
+dlock_stop_pids() {
+    local p comm n
+    [ $# -gt 0 ] || return 0
+    dlock_list_pids "$@"
+    for p in "$@"; do
+        comm=$(cat "/proc/$p/comm" 2>/dev/null)
+        if [ "$comm" = postgres ]; then kill -QUIT "$p" 2>/dev/null; else kill -TERM "$p" 2>/dev/null; fi
+    done
+    for n in $(seq 1 100); do
+        for p in "$@"; do
+            # a zombie is gone for our purposes (its parent has to reap it)
+            [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && break
+            p=
+        done
+        [ -z "${p:-}" ] && return 0
+        sleep 0.1
+    done
+    for p in "$@"; do kill -KILL "$p" 2>/dev/null; done
     return 0
 }
 

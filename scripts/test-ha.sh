@@ -4,9 +4,12 @@
 #   sudo bash scripts/test-ha.sh              # sync, then async; about 2 minutes
 #   sudo bash scripts/test-ha.sh sync         # one mode only
 #
+# Runs from a checkout anywhere (under /root too): like scripts/test.sh it
+# copies the checkout to a postgres-owned directory under /tmp, where
+# PostgreSQL, Patroni and the load script (t/ha/ha_load.py) run as postgres.
 # Installs what is missing from Debian's packages (patroni, etcd-server,
 # python3-etcd, python3-psycopg2, the PostgreSQL server), builds and installs
-# dlock from this checkout (into $DLOCK_PG_BIN's installation if set, which
+# dlock from that copy (into $DLOCK_PG_BIN's installation if set, which
 # is then Patroni's bin_dir), and for each mode:
 #   - starts etcd on loopback (v2 API, as Patroni 3.0's client needs) and two
 #     Patroni nodes (PostgreSQL as the postgres user, dlock preloaded,
@@ -37,13 +40,28 @@
 #     leader, and across the failover), a live holder refused must each
 #     fail them; releases, renewals and writes
 #     whose answers were lost (unknown outcomes) must pass.
+# Every process it starts (etcd, the Patronis, their PostgreSQL servers, the
+# clients) carries a tag in its environment or works in the work directory
+# (PostgreSQL in its data directory), and is stopped by pid on every
+# way out: the end of a mode, a failure, an interrupt, a termination, or
+# the time limit (DLOCK_TIMEOUT_HA seconds for the whole run, default 1200;
+# only a hang should reach it).  A process of the run found alive after a
+# mode was stopped is a failure.
 # Prints `N passed, N failed` last; exits non-zero on any failure.
 # Environment: CLIENTS (4), SECONDS_RUN (40), KILL_AFTER (10), LAG (1.5),
-# DLOCK_PG_BIN (lib.sh), KEEP=1 keeps the work directory (its out/ has the
+# DLOCK_PG_BIN (lib.sh), DLOCK_TIMEOUT_HA (1200), KEEP=1 keeps the work
+# directory and the copy of the checkout (its out/ has the
 # history and the snapshot: `t/ha/ha_load.py verify DIR/out` checks them
 # again), HA_NO_FENCE=1 a control run whose shared-key writes skip
 # dlock_validate (it must fail).
 set -uo pipefail
+
+LIMIT=${DLOCK_TIMEOUT_HA:-1200}
+# the time limit: SIGTERM to this script (its trap stops everything) from
+# timeout, which runs the script again under it
+if [ -z "${DLOCK_HA_UNDER_TIMEOUT:-}" ] && command -v timeout >/dev/null; then
+    DLOCK_HA_UNDER_TIMEOUT=1 exec timeout --foreground -k 60 "$LIMIT" bash "$0" "$@"
+fi
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=lib.sh
@@ -59,36 +77,65 @@ KEEP=${KEEP:-0}
 PY=/usr/bin/python3
 PASS=0
 FAIL=0
+START=$SECONDS
 ok() { echo "ok - $1"; PASS=$((PASS + 1)); }
 notok() { echo "not ok - $1"; FAIL=$((FAIL + 1)); }
-finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ] && [ "$PASS" -gt 0 ]; exit $?; }
+finish() {
+    echo "==> test-ha.sh: $((SECONDS - START)) s"
+    echo "$PASS passed, $FAIL failed"
+    [ "$FAIL" -eq 0 ] && [ "$PASS" -gt 0 ]
+    exit $?
+}
 
 [ "$(id -u)" -eq 0 ] || { dlock_err "run as root (PostgreSQL itself runs as postgres)"; notok "run as root"; finish; }
 
-DLOCK_PACKAGES+=(patroni etcd-server python3-etcd python3-psycopg2)
-dlock_ensure_packages || { notok "packages installed"; finish; }
-dlock_build_install "$REPO" || { notok "dlock builds and installs"; finish; }
-
+# Every process started from here on inherits this tag (DLOCK_HA_NODE also
+# tells one node's processes from the other's).
+HA_TAG=ha-$$-$RANDOM$RANDOM
+export DLOCK_HA_TAG=$HA_TAG
 WORK=
 WSENDER=
+DLOCK_BUILD_DIR=
+
+# stop_all: stops every process this run started that is still alive, by
+# pid, and removes the mode's work directory (unless KEEP=1).
 stop_all() {
-    local p
-    # a walsender stopped to cut the standby off (it does not name the work directory)
+    local left
+    # a walsender stopped (SIGSTOP) to cut the standby off takes SIGKILL only
     # shellcheck disable=SC2086
-    [ -z "$WSENDER" ] || kill -9 $WSENDER 2>/dev/null
+    [ -z "$WSENDER" ] || kill -KILL $WSENDER 2>/dev/null
     WSENDER=
-    [ -n "$WORK" ] || return 0
-    # etcd, the Patronis and the clients all name the work directory
-    pkill -9 -f -- "$WORK" 2>/dev/null
-    # postmasters left by killed Patronis
-    for p in "$WORK"/node*/data/postmaster.pid; do
-        [ -f "$p" ] && kill -9 "$(head -n 1 "$p")" 2>/dev/null
-    done
-    sleep 1
-    [ "$KEEP" = 1 ] || rm -rf "$WORK"
+    left=$(dlock_tagged_pids "DLOCK_HA_TAG=$HA_TAG" ${WORK:+"$WORK"})
+    if [ -n "$left" ]; then
+        dlock_log "stopping $(wc -w <<<"$left") process(es) of this run (etcd, Patroni, PostgreSQL, clients)"
+        # shellcheck disable=SC2086
+        dlock_stop_pids $left 2>/dev/null
+    fi
+    if [ -n "$WORK" ]; then
+        [ "$KEEP" = 1 ] || rm -rf "$WORK"
+    fi
     WORK=
 }
-trap stop_all EXIT
+on_exit() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_all
+    if [ -n "$DLOCK_BUILD_DIR" ] && [ "$KEEP" != 1 ]; then rm -rf "$DLOCK_BUILD_DIR"; fi
+    exit $rc
+}
+trap on_exit EXIT
+trap 'notok "interrupted"; finish' INT
+trap 'notok "stopped by SIGTERM or by the time limit of $LIMIT s (DLOCK_TIMEOUT_HA; only a hang should reach it)"; finish' TERM
+
+DLOCK_PACKAGES+=(patroni etcd-server python3-etcd python3-psycopg2)
+dlock_ensure_packages || { notok "packages installed"; finish; }
+# the copy (postgres-owned, under /tmp) is where everything runs: a
+# checkout under /root is not readable by postgres
+dlock_build_install "$REPO" || { notok "dlock builds and installs"; finish; }
+HA_LOAD=$DLOCK_BUILD_DIR/t/ha/ha_load.py
+# and the working directory of everything started from here (Patroni's
+# helper processes change into it: a checkout under /root is refused)
+cd "$DLOCK_BUILD_DIR" || { notok "cd $DLOCK_BUILD_DIR"; finish; }
 
 # http_ok URL: does the Patroni REST API answer 200 there?
 http_ok() {
@@ -176,7 +223,7 @@ EOF
 }
 
 run_mode() {   # run_mode sync|async
-    local mode=$1 sync=false p1 p2 a1 a2 dsn killed leader lport lpid wsender lag_start i s out
+    local mode=$1 sync=false p1 p2 a1 a2 dsn killed leader lport lpid wsender lag_start i s out nodepids
     [ "$mode" = sync ] && sync=true
     WORK=$(mktemp -d /tmp/dlock-ha.XXXXXX)
     chown postgres "$WORK"
@@ -198,11 +245,11 @@ run_mode() {   # run_mode sync|async
     node_conf 1 "$p1" "$a1" "$sync"
     node_conf 2 "$p2" "$a2" "$sync"
     chown -R postgres "$WORK"
-    dlock_as_postgres patroni "$WORK/node1/patroni.yml" >"$WORK/node1/patroni.log" 2>&1 &
+    dlock_as_postgres env DLOCK_HA_NODE="$WORK/node1" patroni "$WORK/node1/patroni.yml" >"$WORK/node1/patroni.log" 2>&1 &
     if ! wait_for 60 http_ok "http://127.0.0.1:$a1/leader"; then
         notok "$mode: node 1 leads"; tail -n 20 "$WORK/node1/patroni.log"; stop_all; return
     fi
-    dlock_as_postgres patroni "$WORK/node2/patroni.yml" >"$WORK/node2/patroni.log" 2>&1 &
+    dlock_as_postgres env DLOCK_HA_NODE="$WORK/node2" patroni "$WORK/node2/patroni.yml" >"$WORK/node2/patroni.log" 2>&1 &
     local standby_url="http://127.0.0.1:$a2/replica"
     [ "$mode" = sync ] && standby_url="http://127.0.0.1:$a2/synchronous"
     if ! wait_for 90 http_ok "$standby_url"; then
@@ -213,8 +260,8 @@ run_mode() {   # run_mode sync|async
     dsn="host=127.0.0.1,127.0.0.1 port=$p1,$p2 dbname=postgres user=postgres target_session_attrs=read-write"
     out=$WORK/out
     mkdir -p "$out" && chown postgres "$out"
-    dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" setup "$dsn" || { notok "$mode: setup"; stop_all; return; }
-    local clients=() load=(env HA_NO_FENCE="$HA_NO_FENCE" "$PY" "$REPO/t/ha/ha_load.py")
+    dlock_as_postgres "$PY" "$HA_LOAD" setup "$dsn" || { notok "$mode: setup"; stop_all; return; }
+    local clients=() load=(env HA_NO_FENCE="$HA_NO_FENCE" "$PY" "$HA_LOAD")
     for ((i = 1; i <= CLIENTS; i++)); do
         dlock_as_postgres "${load[@]}" work "$dsn" "$out" "$i" "$SECONDS_RUN" \
             >"$out/work$i.err" 2>&1 &
@@ -247,16 +294,19 @@ run_mode() {   # run_mode sync|async
     touch "$out/lag"            # a holder takes ha:s0 after the cut
     sleep "$LAG"
     lpid=$(head -n 1 "$WORK/node$leader/data/postmaster.pid")
+    # the leader's Patroni (it carries its DLOCK_HA_NODE), its postmaster and
+    # backends (they work in its data directory), at once, as a crash of
+    # its machine would
+    nodepids=$(dlock_tagged_pids "DLOCK_HA_NODE=$WORK/node$leader" "$WORK/node$leader")
     killed=$(date +%s.%N)
-    pkill -9 -f -- "$WORK/node$leader/patroni.yml"
-    kill -9 "$lpid"
     # shellcheck disable=SC2086
-    kill -9 $wsender
+    kill -KILL $nodepids "$lpid" $wsender 2>/dev/null
     WSENDER=
-    dlock_log "$mode: stopped node $leader's walsender ($wsender) ${LAG} s before killing it (its Patroni and postmaster $lpid)"
+    dlock_log "$mode: stopped node $leader's walsender ($wsender) ${LAG} s before killing it (its Patroni, postmaster $lpid and backends: $(wc -w <<<"$nodepids") processes)"
     wait_for 60 http_ok "http://127.0.0.1:$([ $leader = 1 ] && echo "$a2" || echo "$a1")/leader" ||
         { notok "$mode: the other node took over"; tail -n 20 "$WORK"/node*/patroni.log; stop_all; return; }
     ok "$mode: the other node took over ($(awk -v a="$killed" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the kill)"
+    dlock_log "$mode: waiting for the clients to end their ${SECONDS_RUN} s"
     wait "${clients[@]}"
     for f in "$out"/*.err; do
         if [ -s "$f" ]; then notok "$mode: client $(basename "$f" .err) ran without a crash"; cat "$f"; fi
@@ -268,10 +318,10 @@ run_mode() {   # run_mode sync|async
     report=
     for what in check doctor; do
         if [ $what = check ]; then
-            part=$(dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" check "$dsn" "$out" "$mode" \
+            part=$(dlock_as_postgres "$PY" "$HA_LOAD" check "$dsn" "$out" "$mode" \
                 "$killed" "$lag_start" "$lport" 2>&1)
         else
-            part=$(dlock_as_postgres "$PY" "$REPO/t/ha/ha_load.py" doctor "$out" 2>&1)
+            part=$(dlock_as_postgres "$PY" "$HA_LOAD" doctor "$out" 2>&1)
         fi
         # a crash before the end is a failure, whatever was printed
         grep -q -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$part" ||
@@ -282,6 +332,13 @@ run_mode() {   # run_mode sync|async
     PASS=$((PASS + $(grep -c '^ok - ' <<<"$report")))
     FAIL=$((FAIL + $(grep -c '^not ok - ' <<<"$report")))
     stop_all
+    # nothing of this mode may be left: the next one starts from scratch
+    local left
+    left=$(dlock_tagged_pids "DLOCK_HA_TAG=$HA_TAG")
+    for i in $left; do
+        notok "$mode: process $i ($(tr '\0' ' ' 2>/dev/null <"/proc/$i/cmdline" | cut -c1-100)) still alive after the mode was stopped"
+        kill -KILL "$i" 2>/dev/null
+    done
 }
 
 for m in $MODES; do

@@ -22,7 +22,10 @@
 #
 # Environment: DLOCK_ROOTS (root cache), DLOCK_MATRIX_FRESH=1 (make the roots
 # anew), DLOCK_MIRROR (default: the first deb.debian.org-style URI in this
-# machine's apt sources).
+# machine's apt sources); DLOCK_TIMEOUT_REGRESS, DLOCK_TIMEOUT_ISOLATION,
+# DLOCK_TIMEOUT_TAP (each suite's or TAP file's time limit), DLOCK_ALLOW_SKIP,
+# DLOCK_ONLY, DLOCK_KEEP and PROVE_FLAGS are passed on to scripts/test.sh in
+# each root (see there).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -74,11 +77,14 @@ make_root() {   # make_root SUITE: the cached root, made if missing
         command -v debootstrap >/dev/null ||
             DEBIAN_FRONTEND=noninteractive apt-get -q -y install debootstrap >/dev/null ||
             return 1
-        echo "==> [$suite] debootstrap into $r ($(mirror))"
+        echo "==> [$suite] debootstrap into $r ($(mirror)); a few minutes, its phases below"
         rm -rf "$r.partial"
         mkdir -p "$ROOTS"
-        debootstrap --variant=minbase --include=ca-certificates "$suite" "$r.partial" "$(mirror)" \
-            >"$ROOTS/$suite.debootstrap.log" 2>&1 || {
+        # its phases, not one line per package (those are in the log)
+        debootstrap --variant=minbase --include=ca-certificates "$suite" "$r.partial" "$(mirror)" 2>&1 |
+            tee "$ROOTS/$suite.debootstrap.log" |
+            { grep --line-buffered -vE '^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) [a-z0-9]' |
+                sed -u 's/^/    /'; true; } || {
             tail -n 20 "$ROOTS/$suite.debootstrap.log"; return 1; }
         mv "$r.partial" "$r"
     fi
@@ -118,8 +124,14 @@ for suite in "${SUITES[@]}"; do
     mount_in "$r"
     copy_checkout "$r"
     log="$ROOTS/$suite.test.log"
-    chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-        ${DLOCK_ALLOW_SKIP:+DLOCK_ALLOW_SKIP="$DLOCK_ALLOW_SKIP"} \
+    # the settings of scripts/test.sh given to this script reach it in the root
+    pass=()
+    for v in DLOCK_ALLOW_SKIP DLOCK_TIMEOUT_REGRESS DLOCK_TIMEOUT_ISOLATION DLOCK_TIMEOUT_TAP \
+            DLOCK_ONLY DLOCK_KEEP PROVE_FLAGS; do
+        [ -z "${!v:-}" ] || pass+=("$v=${!v}")
+    done
+    t0=$SECONDS
+    chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 ${pass[@]+"${pass[@]}"} \
         bash -c 'cd /root/dlock && bash scripts/test.sh' 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     umount_all
@@ -131,7 +143,7 @@ for suite in "${SUITES[@]}"; do
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     pg=$(grep -m1 -oE 'PostgreSQL [0-9]+\.[0-9]+' "$log" || echo 'PostgreSQL ?')
-    SUMMARY+=("$suite ($pg): $p passed, $f failed (log $log)")
+    SUMMARY+=("$suite ($pg): $p passed, $f failed, $((SECONDS - t0)) s (log $log)")
     TOTAL_P=$((TOTAL_P + p))
     TOTAL_F=$((TOTAL_F + f))
 done

@@ -12,8 +12,19 @@
 # suite runs even when an earlier one fails:
 #   pg_regress  (REGRESS)    make installcheck ISOLATION= TAP_TESTS=
 #   isolation   (ISOLATION)  make installcheck REGRESS= TAP_TESTS=
-#   TAP         (TAP_TESTS)  make installcheck REGRESS= ISOLATION=
+#   TAP         (TAP_TESTS)  make installcheck REGRESS= ISOLATION= PROVE_TESTS=t/FILE.pl,
+#                            one TAP file at a time, each with a line when it
+#                            starts and ends (and every 30 s while it runs)
 # (the TAP tests start their own clusters with PostgreSQL::Test::Cluster).
+# Time limits only catch hangs: they are far above what a loaded machine
+# needs, and a suite or file that runs out names the variable that raises it.
+# Every process the run starts carries a tag in its environment: what a
+# suite or TAP file leaves running is found when it ends.  Everything of a
+# file the time limit killed is stopped (its postmasters too); a PostgreSQL
+# server a finished file left running is stopped and counts as a failure;
+# any other process of the run still alive at its end (after up to
+# DLOCK_LEFTOVER_GRACE seconds, 60, to end by itself) is stopped and counts
+# as a failure.  An interrupt or a termination stops them all too.
 # The last line printed is `N passed, N failed` (pg_regress tests, isolation
 # tests, TAP assertions; a TAP file that dies counts as a failure, and so do
 # compiler warnings); the exit status is 0 only if nothing failed and
@@ -22,15 +33,23 @@
 #
 # Environment (all optional):
 #   DLOCK_SRC              source tree to test (default: this repository)
+#   DLOCK_PG_BIN           bin directory of the PostgreSQL to build and test
+#                          against (scripts/lib.sh)
 #   DLOCK_TEST_EXTRA_CONF  extra postgresql.conf lines (newline-separated) for
 #                          the installcheck cluster
-#   DLOCK_TIMEOUT_REGRESS / DLOCK_TIMEOUT_ISOLATION / DLOCK_TIMEOUT_TAP
-#                          per-suite time limits in seconds (90/120/240)
+#   DLOCK_TIMEOUT_REGRESS / DLOCK_TIMEOUT_ISOLATION
+#                          time limit of the pg_regress / isolation suite, in
+#                          seconds (default: 60 s per test in it, plus 60 s)
+#   DLOCK_TIMEOUT_TAP      time limit of each TAP file, in seconds (600)
+#   DLOCK_LEFTOVER_GRACE   seconds a process a test left behind has to end by
+#                          itself once the suites are done (60)
 #   DLOCK_KEEP=1           keep the /tmp work directories even on success
 #   DLOCK_ALLOW_SKIP       TAP files (names without .pl, space or comma
 #                          separated) allowed to skip themselves; any other
 #                          TAP file that skips itself counts as a failure
-#   PROVE_FLAGS            passed to prove (e.g. --verbose, -j2)
+#   PROVE_FLAGS            more prove flags (prove runs with --timer -v; the
+#                          output of each TAP file is in the work directory's
+#                          logs/tap/NAME.log, and shown when the file fails)
 #   DLOCK_ONLY             run only these tests, e.g. "regress:lease_basic
 #                          isolation:wait_fifo tap:015_wake" (scripts/mutate.sh);
 #                          a suite with none of them is left out
@@ -43,10 +62,41 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$REPO/scripts/lib.sh"
 
 SRC=${DLOCK_SRC:-$REPO}
-T_REGRESS=${DLOCK_TIMEOUT_REGRESS:-90}
-T_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-120}
-T_TAP=${DLOCK_TIMEOUT_TAP:-240}
+T_TAP=${DLOCK_TIMEOUT_TAP:-600}
 START=$SECONDS
+
+# Every process this run starts (the build, the test cluster, the suites,
+# the TAP files' servers and commands, even a postmaster detached by pg_ctl)
+# inherits this tag: on every exit path the ones still alive are stopped,
+# and at the end any found alive fails the run.
+RUN_TAG=test-$$-$RANDOM$RANDOM
+export DLOCK_RUN_TAG=$RUN_TAG
+STEP_PID=
+WORK=
+
+# stop_leftovers: stops every process this run started that is still alive
+# (tagged, or working in its build or work directory); prints them.
+stop_leftovers() {
+    local left
+    left=$(dlock_tagged_pids "DLOCK_RUN_TAG=$RUN_TAG" ${DLOCK_BUILD_DIR:+"$DLOCK_BUILD_DIR"} ${WORK:+"$WORK"})
+    if [ -n "$left" ]; then
+        echo "==> stopping $(wc -w <<<"$left") process(es) this run started:"
+        # shellcheck disable=SC2086
+        dlock_stop_pids $left
+    fi
+}
+on_exit() {
+    local rc=$?
+    trap - EXIT INT TERM
+    [ -z "$STEP_PID" ] || kill -TERM "$STEP_PID" 2>/dev/null
+    dlock_cleanup
+    stop_leftovers
+    exit $rc
+}
+trap on_exit EXIT
+trap 'echo "==> interrupted"; exit 130' INT
+trap 'echo "==> terminated"; exit 143' TERM
+DLOCK_TRAP_SET=1    # lib.sh: on_exit stops the clusters
 
 PASSED=0
 FAILED=0
@@ -145,22 +195,103 @@ dlock_cluster_start "$WORK/cluster" auto ${extra_conf[@]+"${extra_conf[@]}"} ||
     fail_early "starting the test cluster"
 echo "==> test cluster: PGHOST=$PGHOST PGPORT=$PGPORT (log $DLOCK_SERVER_LOG)"
 
-# run_suite NAME TIMEOUT MAKE_OVERRIDES... : runs make installcheck as postgres,
-# output to the terminal and to $WORK/logs/NAME.log; sets SUITE_RC.
-run_suite() {
-    local name=$1 t=$2
-    shift 2
-    echo
-    echo "==> [$name] make installcheck $* (time limit ${t} s)"
-    (cd "$BUILD" && timeout -k 20 "$t" runuser -u postgres -- \
-        env HOME=/var/lib/postgresql PATH="$PATH" PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres \
-        ${PROVE_FLAGS:+PROVE_FLAGS="$PROVE_FLAGS"} \
-        make --no-print-directory installcheck PG_CONFIG="$DLOCK_PG_CONFIG" "$@" </dev/null) \
-        2>&1 | tee "$WORK/logs/$name.log"
-    SUITE_RC=${PIPESTATUS[0]}
-    if [ "$SUITE_RC" -eq 124 ] || [ "$SUITE_RC" -eq 137 ]; then
-        NOTES+=("FAIL: [$name] timed out after ${t} s")
+# run_step NAME LIMIT LOG SHOW CMD...: runs CMD (in $BUILD, as postgres, with
+# the step's tag DLOCK_STEP_TAG=$RUN_TAG/NAME in its environment) under a time
+# limit of LIMIT seconds, its output in LOG, and also on the terminal if SHOW
+# is 1.  CMD runs in the background while this shell waits, so that a signal
+# to test.sh is handled at once (bash runs traps only between commands).
+# Prints a line every 30 s while CMD is silent (SHOW=1) or runs (SHOW=0:
+# with the number of TAP assertions so far).  Afterwards, the processes the
+# step started that are still alive: when the limit killed it, all of them
+# are stopped (the postmasters of a TAP file, its commands); else a
+# PostgreSQL server left running is stopped and reported in STEP_LEFT (a
+# failure), and any other process is listed and left to end by itself (the
+# check at the end of the run fails if it has not).  Sets STEP_RC (124: the
+# limit ran out) and STEP_LEFT.
+run_step() {
+    local name=$1 limit=$2 log=$3 show=$4 pid start=$SECONDS last=$SECONDS size=0 nsize n
+    shift 4
+    : >"$log"
+    chown postgres "$log"
+    (
+        cd "$BUILD" && exec timeout -k 20 "$limit" runuser -u postgres -- \
+            env HOME=/var/lib/postgresql PATH="$PATH" PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres \
+            DLOCK_RUN_TAG="$RUN_TAG" DLOCK_STEP_TAG="$RUN_TAG/$name" "$@" </dev/null
+    ) >>"$log" 2>&1 &
+    pid=$!
+    STEP_PID=$pid
+    local tailpid=
+    if [ "$show" = 1 ]; then
+        tail -n +1 -f --pid="$pid" "$log" &
+        tailpid=$!
     fi
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1
+        nsize=$(stat -c %s "$log" 2>/dev/null || echo 0)
+        [ "$nsize" != "$size" ] && [ "$show" = 1 ] && last=$SECONDS
+        size=$nsize
+        if [ $((SECONDS - last)) -ge 30 ] && kill -0 "$pid" 2>/dev/null; then
+            last=$SECONDS
+            if [ "$show" = 1 ]; then
+                echo "    ... [$name] still running, $((SECONDS - start)) s of its ${limit} s limit"
+            else
+                # prove's own output is buffered; the file's log is not
+                n=$(grep -cE '^(\[[^]]*\]\([^)]*\) )?(not )?ok [0-9]+' "$BUILD/tmp_check/log/regress_log_${name#tap/}" 2>/dev/null)
+                echo "    ... [$name] still running, $((SECONDS - start)) s of its ${limit} s limit, ${n:-0} assertion(s) so far"
+            fi
+        fi
+    done
+    wait "$pid"
+    STEP_RC=$?
+    STEP_PID=
+    [ -z "$tailpid" ] || wait "$tailpid" 2>/dev/null
+    STEP_SECONDS=$((SECONDS - start))
+    if [ "$STEP_RC" -eq 124 ] || [ "$STEP_RC" -eq 137 ]; then
+        STEP_RC=124
+    fi
+    # what the step left running (they all carry its tag: even the
+    # postmasters of a TAP file, which pg_ctl detached)
+    local p servers=() others=()
+    # (a backend retitles itself over its environment: it is found by its
+    # working directory, a data directory under $BUILD/tmp_check)
+    for p in $(dlock_tagged_pids "DLOCK_STEP_TAG=$RUN_TAG/$name" "$BUILD/tmp_check"); do
+        if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = postgres ]; then servers+=("$p"); else others+=("$p"); fi
+    done
+    STEP_LEFT=${servers[*]}
+    if [ "$STEP_RC" -eq 124 ]; then
+        STEP_LEFT="${servers[*]} ${others[*]}"
+        STEP_LEFT=$(echo $STEP_LEFT)
+    fi
+    if [ -n "$STEP_LEFT" ]; then
+        echo "==> [$name] stopping $(wc -w <<<"$STEP_LEFT") process(es) it left running:"
+        # shellcheck disable=SC2086
+        dlock_stop_pids $STEP_LEFT
+    fi
+    if [ "$STEP_RC" -ne 124 ] && [ ${#others[@]} -gt 0 ]; then
+        echo "==> [$name] NOTE: $(wc -w <<<"${others[*]}") process(es) it started still run; the run fails if any is still alive at its end:"
+        dlock_list_pids "${others[@]}"
+    fi
+}
+
+# run_suite NAME LIMIT_VAR LIMIT MAKE_OVERRIDES... : make installcheck for
+# pg_regress or isolation tests, output on the terminal and in
+# $WORK/logs/NAME.log; sets SUITE_RC.
+run_suite() {
+    local name=$1 var=$2 t=$3
+    shift 3
+    echo
+    echo "==> [$name] make installcheck $* (time limit ${t} s: $var)"
+    run_step "$name" "$t" "$WORK/logs/$name.log" 1 \
+        make --no-print-directory installcheck PG_CONFIG="$DLOCK_PG_CONFIG" "$@"
+    SUITE_RC=$STEP_RC
+    if [ "$SUITE_RC" -eq 124 ]; then
+        NOTES+=("FAIL: [$name] timed out after ${t} s (only a hang should: raise $var, in seconds, if the machine is that slow)")
+    fi
+    if [ -n "$STEP_LEFT" ] && [ "$STEP_RC" -ne 124 ]; then
+        NOTES+=("FAIL: [$name] left $(wc -w <<<"$STEP_LEFT") PostgreSQL process(es) running (stopped; listed above)")
+        FAILED=$((FAILED + 1))
+    fi
+    echo "==> [$name] finished in ${STEP_SECONDS} s"
 }
 
 # count_pg_regress NAME: counts the passed and failed tests of a pg_regress
@@ -188,51 +319,115 @@ count_pg_regress() {
     FAILED=$((FAILED + f))
 }
 
-# count_tap: counts TAP assertions from prove's closing lines.
-count_tap() {
-    local log="$WORK/logs/tap.log" total p f files_failed
+# count_tap_file FILE: counts the TAP assertions of one file's prove run
+# (log $WORK/logs/tap/NAME.log, STEP_RC): prove's closing lines, or when the
+# time limit stopped it, the assertions it printed so far plus the timeout.
+count_tap_file() {
+    local tf=$1 name log total p f fa row skip
+    name=$(basename "$tf" .pl)
+    log="$WORK/logs/tap/$name.log"
     total=$(sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p' "$log" | tail -n 1)
-    if [ -z "$total" ]; then
+    skip=$(sed -nE 's/^1\.\.0 # (SKIP|skip) *(.*)$/\2/p' "$log" | head -n 1)
+    if [ "$STEP_RC" -eq 124 ]; then
+        # prove's output was buffered when it was killed: count the file's
+        # own log ("[time](elapsed) ok N - ...")
+        local rlog="$BUILD/tmp_check/log/regress_log_$name"
+        [ -f "$rlog" ] || rlog=$log
+        p=$(grep -cE '^(\[[^]]*\]\([^)]*\) )?ok [0-9]+' "$rlog" || true)
+        f=$(( $(grep -cE '^(\[[^]]*\]\([^)]*\) )?not ok [0-9]+' "$rlog" || true) + 1 ))
+        NOTES+=("FAIL: [tap] $tf timed out after $T_TAP s (only a hang should: raise DLOCK_TIMEOUT_TAP, seconds per TAP file, if the machine is that slow)")
+        TAP_RESULT="TIMED OUT after $T_TAP s ($p assertion(s) passed before)"
+    elif [ -z "$total" ]; then
         p=0
         f=1
-        NOTES+=("FAIL: [tap] prove did not run to its summary (exit $SUITE_RC); see its output above")
+        NOTES+=("FAIL: [tap] $tf: prove did not run to its summary (exit $STEP_RC)")
+        TAP_RESULT="FAILED: prove did not run to its summary (exit $STEP_RC)"
     else
-        # Test Summary Report lines: "t/x.pl (Wstat: 256 ... Tests: 7 Failed: 2)";
-        # a file listed there with Failed: 0 died or had a bad plan: 1 failure.
-        local rows fa
-        rows=$(sed -nE 's/^(t\/[^ ]+) \(Wstat: .*Tests: [0-9]+ Failed: ([0-9]+)\)$/\1 \2/p' "$log")
-        fa=$(awk '{ s += $2 } END { print s + 0 }' <<<"$rows")
-        f=$(awk 'NF { s += ($2 > 0 ? $2 : 1) } END { print s + 0 }' <<<"$rows")
-        files_failed=$(awk 'NF { n++ } END { print n + 0 }' <<<"$rows")
+        # "t/x.pl (Wstat: 256 ... Tests: 7 Failed: 2)" in the Test Summary
+        # Report; a file listed there with Failed: 0 died or had a bad plan
+        row=$(sed -nE 's/^(t\/[^ ]+) \(Wstat: .*Tests: [0-9]+ Failed: ([0-9]+)\)$/\2/p' "$log" | head -n 1)
+        fa=${row:-0}
+        f=$fa
+        [ -n "$row" ] && [ "$row" -eq 0 ] && f=1
         p=$((total - fa))
-        if [ "$SUITE_RC" -ne 0 ] && [ "$f" -eq 0 ]; then
-            f=1
-            NOTES+=("FAIL: [tap] exit $SUITE_RC; see its output above")
-        elif [ "$f" -gt 0 ]; then
-            NOTES+=("FAIL: [tap] $f failure(s) in $files_failed file(s): $(sed -nE 's/^(t\/[^ ]+) \(Wstat: .*/\1/p' "$log" | tr '\n' ' ')")
-        fi
-        # A file that skips itself (plan skip_all) tested nothing: that is a
-        # failure unless DLOCK_ALLOW_SKIP names it (e.g. "040_pgbouncer").
-        local sk name
-        while read -r sk; do
-            [ -n "$sk" ] || continue
-            name=$(basename "$sk" .pl)
+        if [ "$STEP_RC" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+        if [ "$f" -gt 0 ]; then
+            NOTES+=("FAIL: [tap] $tf: $f failure(s)$([ "$fa" -eq 0 ] && echo " (it died or its plan was wrong, exit $STEP_RC)")")
+            TAP_RESULT="FAILED: $fa of $total assertion(s) failed (exit $STEP_RC)"
+        elif [ -n "$skip" ]; then
+            # a file that skips itself tested nothing: a failure unless
+            # DLOCK_ALLOW_SKIP names it (e.g. "040_pgbouncer")
             case " ${DLOCK_ALLOW_SKIP//,/ } " in
-                *" $name "*) echo "==> [tap] $sk skipped itself (allowed by DLOCK_ALLOW_SKIP)" ;;
+                *" $name "*) TAP_RESULT="skipped itself ($skip), allowed by DLOCK_ALLOW_SKIP" ;;
                 *)
-                    f=$((f + 1))
-                    NOTES+=("FAIL: [tap] $sk skipped itself (set DLOCK_ALLOW_SKIP=$name if that is wanted)")
+                    f=1
+                    NOTES+=("FAIL: [tap] $tf skipped itself: $skip (set DLOCK_ALLOW_SKIP=$name if that is wanted)")
+                    TAP_RESULT="SKIPPED itself ($skip): counted as a failure"
                     ;;
             esac
-        done < <(sed -nE 's/^(t\/[^ ]+\.pl) \.+ skipped:.*/\1/p' "$log")
-        if [ "$total" -eq 0 ]; then
-            f=$((f + 1))
-            NOTES+=("FAIL: [tap] ran no test")
+        elif [ "$total" -eq 0 ]; then
+            f=1
+            NOTES+=("FAIL: [tap] $tf ran no test")
+            TAP_RESULT="FAILED: ran no test"
+        else
+            TAP_RESULT="ok, $total assertion(s)"
         fi
     fi
-    echo "==> [tap] $p passed, $f failed"
-    PASSED=$((PASSED + p))
-    FAILED=$((FAILED + f))
+    TAP_P=$((TAP_P + p))
+    TAP_F=$((TAP_F + f))
+}
+
+# run_tap FILES...: runs each TAP file on its own (make installcheck
+# PROVE_TESTS=FILE), under a time limit of its own (DLOCK_TIMEOUT_TAP),
+# with a line when it starts and when it ends (and every 30 s between);
+# its prove -v output and its tmp_check/log go to $WORK/logs/tap/.
+run_tap() {
+    local tf name i=0 n=$# start=$SECONDS
+    TAP_P=0
+    TAP_F=0
+    mkdir -p "$WORK/logs/tap"
+    chown postgres "$WORK/logs/tap"
+    echo
+    echo "==> [tap] $n file(s), one at a time, each with a time limit of $T_TAP s (DLOCK_TIMEOUT_TAP)"
+    for tf in "$@"; do
+        i=$((i + 1))
+        name=$(basename "$tf" .pl)
+        if [ ! -f "$BUILD/$tf" ]; then
+            echo "==> [tap $i/$n] FAIL: $tf does not exist"
+            NOTES+=("FAIL: [tap] $tf does not exist")
+            TAP_F=$((TAP_F + 1))
+            continue
+        fi
+        echo "==> [tap $i/$n] $tf ..."
+        run_step "tap/$name" "$T_TAP" "$WORK/logs/tap/$name.log" 0 \
+            make --no-print-directory installcheck PG_CONFIG="$DLOCK_PG_CONFIG" REGRESS= ISOLATION= \
+            PROVE_TESTS="$tf" PROVE_FLAGS="--timer -v ${PROVE_FLAGS:-}"
+        count_tap_file "$tf"
+        if [ -n "$STEP_LEFT" ] && [ "$STEP_RC" -eq 124 ]; then
+            TAP_RESULT+="; its $(wc -w <<<"$STEP_LEFT") process(es) stopped"
+        elif [ -n "$STEP_LEFT" ]; then
+            NOTES+=("FAIL: [tap] $tf left $(wc -w <<<"$STEP_LEFT") PostgreSQL process(es) running (stopped; listed above)")
+            TAP_F=$((TAP_F + 1))
+            TAP_RESULT+="; left a PostgreSQL server running"
+        fi
+        echo "==> [tap $i/$n] $tf: $TAP_RESULT, ${STEP_SECONDS} s"
+        # make installcheck starts with rm -rf tmp_check: keep this file's
+        # logs (and, when it failed, its data directories) aside
+        if [ -d "$BUILD/tmp_check" ]; then
+            if [ "$STEP_RC" -ne 0 ] || [ -n "$STEP_LEFT" ] || [[ $TAP_RESULT != ok* && $TAP_RESULT != skipped* ]]; then
+                grep -E -A6 '^not ok [0-9]+' "$WORK/logs/tap/$name.log" | head -n 60
+                [ "$STEP_RC" -ne 124 ] || tail -n 15 "$WORK/logs/tap/$name.log"
+                for f in "$BUILD"/tmp_check/log/regress_log_*; do show_file "$f" 80; done
+                for f in "$BUILD"/tmp_check/log/*.log; do show_file "$f" 25; done
+                mv "$BUILD/tmp_check" "$WORK/logs/tap/$name.tmp_check"
+            else
+                mv "$BUILD/tmp_check/log" "$WORK/logs/tap/$name.log.d" 2>/dev/null
+            fi
+        fi
+    done
+    echo "==> [tap] $TAP_P passed, $TAP_F failed, in $((SECONDS - start)) s"
+    PASSED=$((PASSED + TAP_P))
+    FAILED=$((FAILED + TAP_F))
 }
 
 # present_tests KIND NAMES...: prints the names whose files exist; each missing
@@ -281,7 +476,8 @@ I_LIST=$(cat "$WORK/isolation.list")
 if [ -n "$ONLY" ] && [ -z "$V_REGRESS" ]; then
     :
 elif [ -n "$V_REGRESS" ] && [ -n "$R_LIST" ]; then
-    run_suite regress "$T_REGRESS" ISOLATION= TAP_TESTS= REGRESS="${R_LIST% }"
+    T_REGRESS=${DLOCK_TIMEOUT_REGRESS:-$((60 * $(wc -w <<<"$R_LIST") + 60))}
+    run_suite regress DLOCK_TIMEOUT_REGRESS "$T_REGRESS" ISOLATION= TAP_TESTS= REGRESS="${R_LIST% }"
     count_pg_regress regress
     if [ "$SUITE_RC" -ne 0 ]; then
         show_file "$BUILD/regression.diffs" 300
@@ -295,7 +491,8 @@ fi
 if [ -n "$ONLY" ] && [ -z "$V_ISOLATION" ]; then
     :
 elif [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
-    run_suite isolation "$T_ISOLATION" REGRESS= TAP_TESTS= ISOLATION="${I_LIST% }"
+    T_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-$((60 * $(wc -w <<<"$I_LIST") + 60))}
+    run_suite isolation DLOCK_TIMEOUT_ISOLATION "$T_ISOLATION" REGRESS= TAP_TESTS= ISOLATION="${I_LIST% }"
     count_pg_regress isolation
     if [ "$SUITE_RC" -ne 0 ]; then
         show_file "$BUILD/output_iso/regression.diffs" 300
@@ -314,14 +511,10 @@ elif [ -n "$V_TAP" ] && ! compgen -G "$BUILD/t/*.pl" >/dev/null; then
     FAILED=$((FAILED + 1))
 elif [ -n "$V_TAP" ]; then
     if [ -n "$ONLY" ]; then
-        run_suite tap "$T_TAP" REGRESS= ISOLATION= PROVE_TESTS="$(printf 't/%s.pl ' $ONLY_TAP)"
+        # shellcheck disable=SC2086
+        run_tap $(printf 't/%s.pl ' $ONLY_TAP)
     else
-        run_suite tap "$T_TAP" REGRESS= ISOLATION=
-    fi
-    count_tap
-    if [ "$SUITE_RC" -ne 0 ]; then
-        for f in "$BUILD"/tmp_check/log/regress_log_*; do show_file "$f" 80; done
-        for f in "$BUILD"/tmp_check/log/*.log; do show_file "$f" 25; done
+        run_tap $(cd "$BUILD" && ls t/*.pl)
     fi
 else
     echo "==> [tap] FAIL: no TAP tests (TAP_TESTS is empty)"
@@ -371,6 +564,32 @@ if [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; then
     FAILED=$((FAILED + CLIENTS_F))
 fi
 # ---- end of the client libraries' block -----------------------------------
+
+# Nothing this run started may be alive now: a process a test left behind
+# gets DLOCK_LEFTOVER_GRACE seconds (60) to end by itself (a command's
+# `sleep 30` orphaned by its shell ends; one that would pile up does not).
+sleep 1
+LEFT=$(dlock_tagged_pids "DLOCK_RUN_TAG=$RUN_TAG" "$BUILD" "$WORK")
+if [ -n "$LEFT" ]; then
+    echo "==> waiting up to ${DLOCK_LEFTOVER_GRACE:-60} s for $(wc -w <<<"$LEFT") process(es) of this run to end:"
+    # shellcheck disable=SC2086
+    dlock_list_pids $LEFT
+    grace_end=$((SECONDS + ${DLOCK_LEFTOVER_GRACE:-60}))
+    while [ -n "$LEFT" ] && [ $SECONDS -lt $grace_end ]; do
+        sleep 1
+        LEFT=$(dlock_tagged_pids "DLOCK_RUN_TAG=$RUN_TAG" "$BUILD" "$WORK")
+    done
+fi
+if [ -n "$LEFT" ]; then
+    echo "==> FAIL: $(wc -w <<<"$LEFT") process(es) started by this run are still alive:"
+    # shellcheck disable=SC2086
+    dlock_stop_pids $LEFT
+    NOTES+=("FAIL: $(wc -w <<<"$LEFT") process(es) started by this run were still alive at its end (stopped; listed above)")
+    FAILED=$((FAILED + 1))
+else
+    echo "==> no process started by this run is left"
+fi
+
 if [ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ] && [ "${DLOCK_KEEP:-0}" != 1 ]; then
     rm -rf "$WORK" "$BUILD"
     WORK=

@@ -26,7 +26,8 @@
 -- value out of range (empty, longer than the limit, a ttl or wait out of
 -- range, n, max_attempts); 42601: filter / order_by that are not one
 -- expression / one ORDER BY list.  Polymorphic arguments given an untyped
--- NULL cannot even be resolved (42804, from the parser).
+-- NULL cannot even be resolved (42804, from the parser), except
+-- dlock_claim's first, caught by its text overload (42809).
 --
 INSERT INTO pg_temp.cases (grp, call, expected) VALUES
   ('lease', $$SELECT dlock_acquire(NULL, 'h')$$, '22004'),
@@ -83,7 +84,7 @@ INSERT INTO pg_temp.cases (grp, call, expected) VALUES
   ('lease-operator', $$SELECT dlock_force_release(repeat('x', 1000000))$$, '22023'),
   ('lease-operator', $$SELECT dlock_cleanup('-1 s')$$, '22023'),
   ('lease-operator', $$SELECT dlock_cleanup('-178000000 years')$$, '22023'),
-  ('claim', $$SELECT * FROM dlock_claim(NULL, 'h', 1)$$, '42804'),
+  ('claim', $$SELECT * FROM dlock_claim(NULL, 'h', 1)$$, '42809'),
   ('claim', $$SELECT * FROM dlock_claim(NULL::int, 'h', 1)$$, '42809'),
   ('claim', $$SELECT * FROM dlock_claim(NULL::hostile_big, NULL, 1)$$, '22004'),
   ('claim', $$SELECT * FROM dlock_claim(NULL::hostile_big, 'h', NULL)$$, '22004'),

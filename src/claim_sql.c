@@ -170,6 +170,35 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * dlock_claim(rowtype text, holder text, n int,
+ *			   ttl interval DEFAULT '30 seconds', filter text DEFAULT NULL,
+ *			   order_by text DEFAULT NULL, max_attempts int DEFAULT NULL)
+ *		RETURNS SETOF text
+ *
+ * Never claims.  This overload only catches a first argument without a
+ * type, a quoted table name as in dlock_claim('jobs', ...), which
+ * PostgreSQL would otherwise refuse with "could not determine polymorphic
+ * type because input has type unknown" before dlock could say anything (a
+ * row type argument, NULL::jobs, never matches text).  Always an error,
+ * whose hint shows the call to write; any argument may be NULL.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_untyped_sql);
+Datum
+dlock_claim_untyped_sql(PG_FUNCTION_ARGS)
+{
+	const char *name = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("the first argument of dlock_claim must be a row type, not text"),
+			 errdetail("dlock_claim finds its table by the type of its first "
+					   "argument; a quoted name or a NULL has no row type."),
+			 name ? errhint("Pass a NULL of the table's row type: dlock_claim(NULL::%s, ...).", name)
+			 : errhint("Pass a NULL of the table's row type: dlock_claim(NULL::my_table, ...).")));
+	PG_RETURN_NULL();
+}
+
+/*
  * dlock_claim_unheld(tbl regclass, key anyelement) RETURNS boolean
  *
  * The check the claim query runs on each row its scan reaches: true when

@@ -19,6 +19,7 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/relcache.h"
+#include "utils/wait_event.h"
 
 #if PG_VERSION_NUM < 150000
 #error "dlock requires PostgreSQL 15 or later"
@@ -93,6 +94,18 @@
 #define dlock_my_procno()	((int) MyProcNumber)
 #else
 #define dlock_my_procno()	(MyProc->pgprocno)
+#endif
+
+/*
+ * The wait event a waiting acquire reports (pg_stat_activity.wait_event_type
+ * and wait_event): PostgreSQL 17 lets an extension name its own, of type
+ * Extension (WaitEventExtensionNew, also listed in pg_wait_events); before
+ * that, every extension's wait shows as Extension / Extension.
+ */
+#if PG_VERSION_NUM >= 170000
+#define dlock_wait_event_new(name)	WaitEventExtensionNew(name)
+#else
+#define dlock_wait_event_new(name)	PG_WAIT_EXTENSION
 #endif
 
 #endif							/* DLOCK_COMPAT_H */

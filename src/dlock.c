@@ -9,7 +9,8 @@
  * in stats.c, the claims' give-back count in claim_plan.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
- * of being woken, and dlock_stats and dlock_waiters are empty.
+ * of being woken, and dlock_stats and dlock_waiters are empty; the first
+ * of those in a backend gives a WARNING that says so (dlock_warn_not_preloaded).
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +18,7 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "access/parallel.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "utils/guc.h"
@@ -60,6 +62,30 @@ dlock_shmem_startup(void)
 	dlock_stats_shmem_startup();
 	dlock_claim_plan_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Called where the library's shared memory is missing and it matters: a
+ * waiting acquire that has to poll, dlock_waiters and dlock_stats() that
+ * can only be empty.  Warns once per backend, with a hint naming the
+ * setting (not in a parallel worker, whose leader was told).  Not at load
+ * time: a backend that never waits nor reads those views loses nothing.
+ */
+void
+dlock_warn_not_preloaded(void)
+{
+	static bool warned = false;
+
+	if (warned || InitializingParallelWorker || IsParallelWorker())
+		return;
+	warned = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("dlock is not in shared_preload_libraries"),
+			 errdetail("Waiting acquires poll every dlock.poll_interval instead of "
+					   "being woken in turn, and dlock_waiters and dlock_stats() are empty."),
+			 errhint("Add dlock to shared_preload_libraries in postgresql.conf and "
+					 "restart the server.")));
 }
 
 void

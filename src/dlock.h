@@ -34,4 +34,7 @@ extern int	dlock_debug_queue_delay_ms;
 extern int	dlock_idle_key_lifetime_s;
 extern bool dlock_handoff_yield;
 
+/* ---- dlock.c: the WARNING of a backend that finds dlock not preloaded ---- */
+extern void dlock_warn_not_preloaded(void);
+
 #endif							/* DLOCK_H */

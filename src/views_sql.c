@@ -147,7 +147,7 @@ dlock_claims_sql(PG_FUNCTION_ARGS)
  *
  * Backends waiting in dlock_acquire in the current database that the
  * caller may see; position 1 is the head of its key's queue.  Empty
- * without shared memory.
+ * without shared memory (and a WARNING, once per backend).
  */
 PG_FUNCTION_INFO_V1(dlock_waiters);
 Datum
@@ -180,8 +180,9 @@ dlock_waiters(PG_FUNCTION_ARGS)
  * dlock_stats() RETURNS SETOF record (acquired bigint, ... see the install
  * script for the column list, in DlockCounter order)
  *
- * One row, or no row at all when dlock is not in shared_preload_libraries
- * (there is nowhere to keep server-wide counters then).
+ * One row, or no row at all (and a WARNING, once per backend) when dlock
+ * is not in shared_preload_libraries: there is nowhere to keep server-wide
+ * counters then.
  */
 PG_FUNCTION_INFO_V1(dlock_stats);
 Datum
@@ -197,7 +198,10 @@ dlock_stats(PG_FUNCTION_ARGS)
 		elog(ERROR, "dlock_stats: expected %d columns, got %d",
 			 DLOCK_NUM_COUNTERS, rsinfo->setDesc->natts);
 	if (!dlock_stats_read(counts))
+	{
+		dlock_warn_not_preloaded();
 		PG_RETURN_VOID();
+	}
 	for (int i = 0; i < DLOCK_NUM_COUNTERS; i++)
 		values[i] = Int64GetDatum((int64) counts[i]);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -300,6 +300,26 @@ my_offer_state(void)
 }
 
 /*
+ * The wait event of a waiting acquire, "DlockWait" (type Extension) where
+ * PostgreSQL lets an extension name one (compat.h); looked up once per
+ * backend, before the first sleep.  Until then (and on an error path that
+ * waits before any sleep) the generic one.
+ */
+static uint32 dlock_wait_event = PG_WAIT_EXTENSION;
+static bool dlock_wait_event_known = false;
+
+static uint32
+wait_event(void)
+{
+	if (!dlock_wait_event_known)
+	{
+		dlock_wait_event = dlock_wait_event_new("DlockWait");
+		dlock_wait_event_known = true;
+	}
+	return dlock_wait_event;
+}
+
+/*
  * Wait while a releaser writes the commit record of the grant it offered
  * this waiter; it wakes this backend as soon as it knows the outcome.
  * That takes a WAL flush, or as long as the releaser's commit waits for
@@ -316,7 +336,7 @@ wait_for_commit_outcome(void)
 		if (QueryCancelPending || ProcDiePending)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10L, PG_WAIT_EXTENSION);
+						 10L, dlock_wait_event);
 		ResetLatch(MyLatch);
 	}
 }
@@ -500,14 +520,17 @@ dlock_wait_sleep(int64 timeout_us)
 	int			rc = 0;
 
 	if (waitq == NULL)
+	{
+		dlock_warn_not_preloaded();
 		timeout_us = Min(timeout_us, (int64) dlock_poll_interval_ms * 1000);
+	}
 	else
 		timeout_us = Min(timeout_us, (int64) dlock_safety_wake_ms * 1000);
 	ms = (long) ((timeout_us + 999) / 1000);
 	if (ms > 0)
 	{
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   ms, PG_WAIT_EXTENSION);
+					   ms, wait_event());
 		ResetLatch(MyLatch);
 	}
 	CHECK_FOR_INTERRUPTS();
@@ -526,7 +549,10 @@ dlock_wait_list(DlockWaiter **out)
 
 	*out = NULL;
 	if (waitq == NULL)
+	{
+		dlock_warn_not_preloaded();
 		return 0;
+	}
 	*out = palloc(sizeof(DlockWaiter) * waitq->nslots);
 	LWLockAcquire(waitq->lock, LW_SHARED);
 	for (int i = 0; i < waitq->nslots; i++)

@@ -6,6 +6,8 @@
 # README without SQL examples, fails this test.  Then the reference: every
 # function, view and dlock.* setting of the installed extension is named in
 # the README's Reference section, and every function and view has a comment.
+# Last, the version strings of dlock.control, META.json, debian/changelog and
+# CHANGELOG.md agree.
 
 use strict;
 use warnings;
@@ -13,6 +15,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use JSON::PP;
 
 open(my $fh, '<', 'README.md') or die "README.md: $!";
 my $readme = do { local $/; <$fh> };
@@ -77,6 +80,32 @@ my @settings = split /\n/, $node->safe_psql('readme',
 	"SELECT name FROM pg_settings WHERE name LIKE 'dlock.%' ORDER BY 1");
 cmp_ok(scalar(@settings), '>=', 3, 'dlock has settings');
 like($reference, qr/`\Q$_\E`/, "the reference documents the setting $_") for @settings;
+
+# the version strings agree everywhere: dlock.control's default_version X.Y
+# (what CREATE EXTENSION installed), META.json's version and its
+# provides.dlock version X.Y.0, debian/changelog's latest entry X.Y.0, and
+# CHANGELOG.md's first "## X.Y"
+sub slurp
+{
+	my ($file) = @_;
+	open(my $f, '<', $file) or die "$file: $!";
+	local $/;
+	return <$f>;
+}
+my ($control) = slurp('dlock.control') =~ /^default_version\s*=\s*'([^']+)'/m;
+ok(defined $control, "dlock.control has a default_version");
+$control //= '?';
+is($node->safe_psql('readme',
+		"SELECT extversion FROM pg_extension WHERE extname = 'dlock'"),
+	$control, "CREATE EXTENSION installs dlock.control's default_version $control");
+my $meta = JSON::PP->new->decode(slurp('META.json'));
+is($meta->{version}, "$control.0", "META.json's version is $control.0");
+is($meta->{provides}{dlock}{version}, "$control.0",
+	"META.json's provides.dlock version is $control.0");
+my ($deb) = slurp('debian/changelog') =~ /\Adlock \(([^)]+)\)/;
+is($deb, "$control.0", "debian/changelog's latest entry is $control.0");
+my ($changelog) = slurp('CHANGELOG.md') =~ /^## +([0-9][0-9.]*)/m;
+is($changelog, $control, "CHANGELOG.md's latest section is ## $control");
 
 $node->stop;
 done_testing();
