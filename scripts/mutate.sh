@@ -82,8 +82,13 @@ claims-first-chunk-only@src/claim_manage.c@for (int start = 0; start < n; start 
 no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises
 no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises
 no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises
-claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings)@\tif (false)@regress:claim_keys
+claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys
 claim-fence-unlocked@src/claim_manage.c@\tdlock_key_lock(&kl, ShareLock);\n\tok = dlock_claim_store_held(@\tok = dlock_claim_store_held(@tap:075_two_phase
+targets-miss-schema-rename@src/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-stay-in-detached-rows-tree@src/claim_ddl.c@\t\tclaims_follow_detach(b->root.relid, b->detached);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-outlive-key-change@src/claim_ddl.c@\t\tclaims_forget(now.relid);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-miss-enum-rename@src/claim_ddl.c@\t\t\t(void) dlock_claim_store_rekey(f.relid, from, to);@\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+fence-on-rowless-key@src/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
 EOF
 )
 

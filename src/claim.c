@@ -329,9 +329,8 @@ dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
 	for (a = active_claims; a != NULL; a = a->next)
 		if (a->target->claim_relid == claim_relid && a->target->pk_type == type)
 			break;
-	t = a ? a->target : dlock_claim_target_for_rel(claim_relid);
-	if (a == NULL)
-		dlock_claim_check_access(t, "dlock_claim_unheld()");
+	t = a ? a->target :
+		dlock_claim_target_for_rel(claim_relid, "dlock_claim_unheld()");
 	if (a != NULL && !t->io_needs_pin)
 		key = dlock_claim_key_text(t, value, type); /* the hot path */
 	else
@@ -339,7 +338,7 @@ dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
 		io = dlock_claim_io_begin(t, type);
 		/* called from SQL by the user, with a key written their way */
 		key = a != NULL ? dlock_claim_key_text(t, value, type) :
-			dlock_claim_key_text_of_arg(t, value, type);
+			dlock_claim_key_text_of_arg(t, value, type, NULL);
 		dlock_claim_io_end(io);
 	}
 	if (a != NULL)

@@ -54,5 +54,11 @@ extern uint64 dlock_claim_store_idle(TimestampTz before, int limit,
 extern bool dlock_claim_store_delete_idle(Oid relid, text *key,
 										  TimestampTz before);
 extern uint64 dlock_claim_store_read_live(void);
+extern uint64 dlock_claim_store_relids(Oid **relids);
+extern uint64 dlock_claim_store_keys_of(Oid relid, text ***keys,
+										text ***fulls);
+extern int64 dlock_claim_store_move(Oid from, Oid to, text **keys, int n);
+extern int64 dlock_claim_store_forget(Oid *relids, int n);
+extern bool dlock_claim_store_rekey(Oid relid, text *from, text *to);
 
 #endif							/* DLOCK_CLAIM_STORE_H */

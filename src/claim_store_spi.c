@@ -17,6 +17,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "utils/timestamp.h"
 
 #include "claim_store.h"
@@ -354,4 +355,145 @@ dlock_claim_store_read_live(void)
 										" pg_catalog.clock_timestamp()",
 										0, NULL),
 						 NULL, NULL, 0, SPI_OK_SELECT);
+}
+
+/*
+ * The tables that have claim rows (dlock.claim.relid values), sorted;
+ * returns how many.  One probe of the primary key per table (a loose
+ * index scan), whatever the number of claim rows.
+ */
+uint64
+dlock_claim_store_relids(Oid **relids)
+{
+	static SPIPlanPtr plan = NULL;
+	uint64		n;
+
+	n = dlock_spi_run(dlock_spi_plan(&plan,
+									 "WITH RECURSIVE t(relid) AS ("
+									 "  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+									 "  UNION ALL"
+									 "  SELECT (SELECT pg_catalog.min(c.relid)"
+									 "            FROM " DLOCK_SCHEMA ".claim c"
+									 "           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+									 "    FROM t WHERE t.relid IS NOT NULL)"
+									 "SELECT relid FROM t WHERE relid IS NOT NULL",
+									 0, NULL),
+					  NULL, NULL, 0, SPI_OK_SELECT);
+	*relids = dlock_copy_oid_column(n, 1);
+	return n;
+}
+
+/*
+ * Every claim row of table relid, sorted by key: its key in *keys, and the
+ * key's full text in *fulls (the same text, unless the key is a digest of
+ * a long one); returns how many.
+ */
+uint64
+dlock_claim_store_keys_of(Oid relid, text ***keys, text ***fulls)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+	uint64		n;
+
+	values[0] = ObjectIdGetDatum(relid);
+	n = dlock_spi_run(dlock_spi_plan(&plan,
+									 "SELECT key, key FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE relid" EQ "$1 ORDER BY key",
+									 1, types),
+					  values, NULL, 0, SPI_OK_SELECT);
+	*keys = dlock_copy_key_column(n);
+	*fulls = palloc(sizeof(text *) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		(*fulls)[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
+													  SPI_tuptable->tupdesc, 2,
+													  &isnull));
+	}
+	return n;
+}
+
+/*
+ * Move the claim rows of these keys from table from to table to, in
+ * place of any claim rows to has for them (a row's claim follows it when
+ * it moves to another partition tree); returns how many moved.  The
+ * caller holds the key locks of both.
+ */
+int64
+dlock_claim_store_move(Oid from, Oid to, text **keys, int n)
+{
+	static SPIPlanPtr del_plan = NULL;
+	static SPIPlanPtr move_plan = NULL;
+	Oid			types[3] = {OIDOID, TEXTARRAYOID, OIDOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(to);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = ObjectIdGetDatum(from);
+	dlock_spi_run(dlock_spi_plan(&del_plan,
+								 "DELETE FROM " DLOCK_SCHEMA ".claim"
+								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+								 2, types),
+				  values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_spi_run(dlock_spi_plan(&move_plan,
+												"UPDATE " DLOCK_SCHEMA ".claim SET relid = $1"
+												" WHERE relid" EQ "$3 AND key" EQ "ANY ($2)",
+												3, types),
+								 values, NULL, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Forget every claim row of these tables: live claims, attempts and poison
+ * marks; returns how many rows were deleted.
+ */
+int64
+dlock_claim_store_forget(Oid *relids, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {OIDARRAYOID};
+	Datum		values[1];
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = ObjectIdGetDatum(relids[i]);
+	values[0] = PointerGetDatum(construct_array(elems, n, OIDOID,
+												sizeof(Oid), true,
+												TYPALIGN_INT));
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"DELETE FROM " DLOCK_SCHEMA ".claim"
+												" WHERE relid" EQ "ANY ($1)",
+												1, types),
+								 values, NULL, 0, SPI_OK_DELETE);
+}
+
+/*
+ * The claim row of key from on table relid is now the claim row of key to
+ * (its row's key was renamed: an enum label), in place of any claim row
+ * of to; returns whether a row was renamed.  The caller holds the key
+ * locks of both.
+ */
+bool
+dlock_claim_store_rekey(Oid relid, text *from, text *to)
+{
+	static SPIPlanPtr del_plan = NULL;
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {OIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = PointerGetDatum(from);
+	values[2] = PointerGetDatum(to);
+	dlock_spi_run(dlock_spi_plan(&del_plan,
+								 "DELETE FROM " DLOCK_SCHEMA ".claim"
+								 " WHERE relid" EQ "$1 AND key" EQ "$3"
+								 "   AND $2 IS NOT NULL",
+								 3, types),
+				  values, NULL, 0, SPI_OK_DELETE);
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"UPDATE " DLOCK_SCHEMA ".claim SET key = $3"
+										" WHERE relid" EQ "$1 AND key" EQ "$2",
+										3, types),
+						 values, NULL, 0, SPI_OK_UPDATE) > 0;
 }
