@@ -3,6 +3,43 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION dlock UPDATE TO '0.4'" to load this file. \quit
 
+-- ==== Claims of long keys (issue 24) ====
+
+-- A key text longer than 1,024 bytes (or beginning with the character
+-- chr(127)) is kept in dlock.claim's primary key as chr(127) and the hex
+-- SHA-256 of the text, and the text itself in long_key: every key the
+-- user's primary key accepts can be claimed, whatever the size limit of an
+-- index entry of dlock.claim (claim_key.c).  Existing rows are rewritten
+-- that way (0.3 could hold texts up to about 2,700 bytes).
+ALTER TABLE dlock.claim ADD COLUMN long_key text COLLATE "C";
+COMMENT ON COLUMN dlock.claim.long_key IS
+'the key text of a row whose key (column key) is the digest of a long text';
+UPDATE dlock.claim
+   SET long_key = key,
+       key = pg_catalog.chr(127) OPERATOR(pg_catalog.||)
+             pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(key,
+                 pg_catalog.getdatabaseencoding())), 'hex')
+ WHERE pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 1024
+    OR pg_catalog.left(key, 1) OPERATOR(pg_catalog.=) pg_catalog.chr(127);
+
+-- the dead claims show the key text
+CREATE OR REPLACE VIEW dlock_dead_claims WITH (security_barrier = true) AS
+    SELECT c.relid::pg_catalog.regclass AS table_name,
+           COALESCE(c.long_key, c.key) AS key,
+           c.attempts,
+           c.holder AS last_holder,
+           c.claimed_at AS last_claimed_at,
+           c.poisoned_at
+      FROM dlock.claim c
+     WHERE c.poisoned_at IS NOT NULL
+       AND (pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE')
+            OR (EXISTS (SELECT 1 FROM pg_catalog.pg_authid a
+                         WHERE a.oid OPERATOR(pg_catalog.=) c.owner
+                           AND pg_catalog.pg_has_role(a.oid, 'USAGE'))
+                AND pg_catalog.has_table_privilege(c.relid, 'SELECT')));
+
+-- (end of claims of long keys)
+
 -- ==== Claims through DDL (issue 24) ====
 
 -- A row keeps one claim, and a claim names one row, whatever DDL does to

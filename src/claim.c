@@ -63,7 +63,8 @@
 /* one candidate row of a claim */
 typedef struct Candidate
 {
-	text	   *key;
+	text	   *key;			/* its claim key (dlock_claim_key_id) */
+	text	   *full;			/* its key text */
 	Datum		row;			/* whole-row datum from the user's table */
 	bool		locked;			/* we took its key lock */
 	bool		fresh;			/* no claim row: claimable without a key lock */
@@ -205,6 +206,7 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 			 Oid role, int64 token, TimestampTz now, int64 *redelivered)
 {
 	text	  **fresh = palloc(sizeof(text *) * Max(n, 1));
+	text	  **fresh_full = palloc(sizeof(text *) * Max(n, 1));
 	text	  **again = palloc(sizeof(text *) * Max(n, 1));
 	int			nfresh = 0;
 	int			nagain = 0;
@@ -217,15 +219,18 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 		if (c[i].has_row)
 			again[nagain++] = c[i].key;
 		else
+		{
+			fresh_full[nfresh] = c[i].full;
 			fresh[nfresh++] = c[i].key;
+		}
 	}
 
 	if (nfresh > 0)
 	{
 		/* no claim row yet: every one of them is written (claim_store.c) */
-		dlock_claim_store_insert(req->target->claim_relid, fresh, nfresh, req->holder,
-								 role, token, req->ttl_us, now,
-								 now + req->ttl_us);
+		dlock_claim_store_insert(req->target->claim_relid, fresh, fresh_full,
+								 nfresh, req->holder, role, token, req->ttl_us,
+								 now, now + req->ttl_us);
 		for (int i = 0; i < n; i++)
 		{
 			if (c[i].claimable && !c[i].has_row)
@@ -332,12 +337,12 @@ dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
 	t = a ? a->target :
 		dlock_claim_target_for_rel(claim_relid, "dlock_claim_unheld()");
 	if (a != NULL && !t->io_needs_pin)
-		key = dlock_claim_key_text(t, value, type); /* the hot path */
+		key = dlock_claim_key_id(dlock_claim_key_text(t, value, type)); /* the hot path */
 	else
 	{
 		io = dlock_claim_io_begin(t, type);
 		/* called from SQL by the user, with a key written their way */
-		key = a != NULL ? dlock_claim_key_text(t, value, type) :
+		key = a != NULL ? dlock_claim_key_id(dlock_claim_key_text(t, value, type)) :
 			dlock_claim_key_text_of_arg(t, value, type, NULL);
 		dlock_claim_io_end(io);
 	}
@@ -430,7 +435,8 @@ fetch_candidates(const ClaimRequest *req, ClaimPlan *cp, Datum tried,
 
 		c[i].row = SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull);
 		pks[i] = SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull);
-		c[i].key = dlock_claim_key_text(t, pks[i], t->pk_type);
+		c[i].full = dlock_claim_key_text(t, pks[i], t->pk_type);
+		c[i].key = dlock_claim_key_id(c[i].full);
 	}
 	dlock_claim_io_end(io);
 	*cp_out = c;

@@ -19,6 +19,14 @@
 
 #define DLOCK_MAX_CLAIM_BATCH	1000
 
+/*
+ * Key texts longer than this are kept in dlock.claim's primary key as a
+ * digest (claim_key.c): any key the user's primary key accepts can be
+ * claimed, whatever the limit of an index entry of dlock.claim.
+ */
+#define DLOCK_CLAIM_KEY_INLINE_BYTES	1024
+#define DLOCK_CLAIM_KEY_DIGEST_MARK		'\x7f'
+
 /* A table that rows can be claimed from, and how to name its rows. */
 typedef struct ClaimTarget
 {
@@ -67,6 +75,7 @@ extern void dlock_claim_check_access(const ClaimTarget *t, const char *fn);
 
 /* claim_key.c */
 extern bool dlock_claim_type_io_stable(Oid type);
+extern text *dlock_claim_key_id(text *key);
 extern text *dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type);
 extern text *dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value,
 										 Oid type, bool *exists);

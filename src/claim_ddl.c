@@ -320,7 +320,7 @@ claims_follow_detach(Oid root, Oid part)
 	for (int i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (dlock_claim_key_in(t, part, fulls[i]))
+		if (fulls[i] && dlock_claim_key_in(t, part, fulls[i]))
 			moving[nmoving++] = keys[i];
 	}
 	dlock_spi_as_owner(&spi);
@@ -564,8 +564,9 @@ dlock_claim_ddl_enum_renamed(const char *oldval, const char *newval)
 			LockRelationOid(f.relid, ExclusiveLock);
 		if (getBaseType(f.type) == types[0])
 		{
-			text	   *from = cstring_to_text(oldval);
-			text	   *to = cstring_to_text(newval);
+			text	   *from = dlock_claim_key_id(cstring_to_text(oldval));
+			text	   *to_full = cstring_to_text(newval);
+			text	   *to = dlock_claim_key_id(to_full);
 			DlockKeyLock a = dlock_claim_keylock(f.relid, from);
 			DlockKeyLock b = dlock_claim_keylock(f.relid, to);
 			DlockSpi	spi;
@@ -573,7 +574,8 @@ dlock_claim_ddl_enum_renamed(const char *oldval, const char *newval)
 			dlock_key_lock(&a, ExclusiveLock);
 			dlock_key_lock(&b, ExclusiveLock);
 			dlock_spi_begin(&spi);
-			(void) dlock_claim_store_rekey(f.relid, from, to);
+			(void) dlock_claim_store_rekey(f.relid, from, to,
+										   to == to_full ? NULL : to_full);
 			dlock_spi_end(&spi);
 			dlock_claim_returns_bump();
 		}

@@ -40,12 +40,14 @@
 #include "nodes/pg_list.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "claim.h"
+#include "claim_store.h"
 #include "compat.h"
 #include "keylock.h"
 
@@ -123,6 +125,46 @@ as_key_type(const ClaimTarget *t, Datum value, Oid type)
 	return OidInputFunctionCall(t->pk_in_fn,
 								OidOutputFunctionCall(outfn, value),
 								t->pk_ioparam, -1);
+}
+
+/*
+ * The key a claim row of a row with key text key is stored under (column
+ * key of dlock.claim, its key lock): the text itself, unless it is longer
+ * than DLOCK_CLAIM_KEY_INLINE_BYTES (the user's primary key can hold keys
+ * far longer than an index entry of dlock.claim can) or begins with
+ * DLOCK_CLAIM_KEY_DIGEST_MARK; then that mark and the hex SHA-256 of the
+ * text (column long_key keeps the text itself).  The two forms cannot
+ * meet: only digests begin with the mark.  Distinct texts with one digest
+ * would share a claim (a SHA-256 collision: none is known).  The
+ * digests go with the long_key column: until ALTER EXTENSION ... UPDATE
+ * adds it, keys are their texts, as in dlock 0.3 (which the update then
+ * rewrites).
+ */
+text *
+dlock_claim_key_id(text *key)
+{
+	static const char hex[] = "0123456789abcdef";
+	int			len = VARSIZE_ANY_EXHDR(key);
+	bytea	   *digest;
+	char		buf[1 + 2 * 32];
+
+	if (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&
+		(len == 0 || VARDATA_ANY(key)[0] != DLOCK_CLAIM_KEY_DIGEST_MARK))
+		return key;
+	/* not before ALTER EXTENSION ... UPDATE: keys are texts there, as in 0.3 */
+	if (!dlock_claim_store_has_long_key())
+		return key;
+	digest = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea,
+												 PointerGetDatum(key)));
+	buf[0] = DLOCK_CLAIM_KEY_DIGEST_MARK;
+	for (int i = 0; i < 32; i++)
+	{
+		unsigned char b = (unsigned char) VARDATA_ANY(digest)[i];
+
+		buf[1 + 2 * i] = hex[b >> 4];
+		buf[2 + 2 * i] = hex[b & 15];
+	}
+	return cstring_to_text_with_len(buf, sizeof(buf));
 }
 
 /*
@@ -226,8 +268,8 @@ find_stored_key(const ClaimTarget *t, Datum *value)
 }
 
 /*
- * The key text of a primary key value given as an argument (to
- * dlock_claimed, dlock_complete, ...).  Where equal keys can be written
+ * The claim key (dlock_claim_key_id) of a primary key value given as an
+ * argument (to dlock_claimed, dlock_complete, ...).  Where equal keys can be written
  * differently (an equality coarser than the value, or char(n), which the
  * column pads), the value is replaced by the stored key of the row it
  * matches, if any.  With exists, the row is always looked up, and
@@ -247,7 +289,7 @@ dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value, Oid type,
 		if (exists)
 			*exists = found;
 	}
-	return dlock_claim_key_text(t, value, t->pk_type);
+	return dlock_claim_key_id(dlock_claim_key_text(t, value, t->pk_type));
 }
 
 /*

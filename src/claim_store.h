@@ -15,6 +15,7 @@
 /* claim_store.c */
 typedef struct DlockClaimProbe DlockClaimProbe;
 
+extern bool dlock_claim_store_has_long_key(void);
 extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
 extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
 								   TimestampTz *settled_until);
@@ -26,10 +27,10 @@ extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
 									 bool *poisoned);
 extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
 										  text *holder, Oid role, bool *done);
-extern void dlock_claim_store_insert(Oid relid, text **keys, int n,
-									 text *holder, Oid role, int64 token,
-									 int64 ttl_us, TimestampTz now,
-									 TimestampTz expires);
+extern void dlock_claim_store_insert(Oid relid, text **keys, text **fulls,
+									 int n, text *holder, Oid role,
+									 int64 token, int64 ttl_us,
+									 TimestampTz now, TimestampTz expires);
 
 /* claim_store_spi.c */
 extern text **dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
@@ -59,6 +60,7 @@ extern uint64 dlock_claim_store_keys_of(Oid relid, text ***keys,
 										text ***fulls);
 extern int64 dlock_claim_store_move(Oid from, Oid to, text **keys, int n);
 extern int64 dlock_claim_store_forget(Oid *relids, int n);
-extern bool dlock_claim_store_rekey(Oid relid, text *from, text *to);
+extern bool dlock_claim_store_rekey(Oid relid, text *from, text *to,
+									text *to_full);
 
 #endif							/* DLOCK_CLAIM_STORE_H */

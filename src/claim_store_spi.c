@@ -338,15 +338,29 @@ dlock_claim_store_delete_idle(Oid relid, text *key, TimestampTz before)
 /*
  * The unexpired claims, with the columns of the dlock_claims view, into
  * SPI_tuptable; returns how many.  Column 1 is the table, 4 the owning
- * role.
+ * role; column 2 is the key text (the text itself of a digest key, when
+ * dlock.claim keeps it).
  */
 uint64
 dlock_claim_store_read_live(void)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plan_03 = NULL;
 
+	if (!dlock_claim_store_has_long_key())
+		return dlock_spi_run(dlock_spi_plan(&plan_03,
+											"SELECT relid::pg_catalog.regclass, key, holder,"
+											"       owner::pg_catalog.regrole, token, claimed_at,"
+											"       expires_at, attempts"
+											"  FROM " DLOCK_SCHEMA ".claim"
+											" WHERE holder IS NOT NULL"
+											"   AND expires_at OPERATOR(pg_catalog.>)"
+											" pg_catalog.clock_timestamp()",
+											0, NULL),
+							 NULL, NULL, 0, SPI_OK_SELECT);
 	return dlock_spi_run(dlock_spi_plan(&plan,
-										"SELECT relid::pg_catalog.regclass, key, holder,"
+										"SELECT relid::pg_catalog.regclass,"
+										"       COALESCE(long_key, key), holder,"
 										"       owner::pg_catalog.regrole, token, claimed_at,"
 										"       expires_at, attempts"
 										"  FROM " DLOCK_SCHEMA ".claim"
@@ -385,20 +399,32 @@ dlock_claim_store_relids(Oid **relids)
 
 /*
  * Every claim row of table relid, sorted by key: its key in *keys, and the
- * key's full text in *fulls (the same text, unless the key is a digest of
- * a long one); returns how many.
+ * key's text in *fulls (the same text, unless the key is a digest; NULL
+ * for a digest whose text was not kept: made before dlock 0.4's schema);
+ * returns how many.
  */
 uint64
 dlock_claim_store_keys_of(Oid relid, text ***keys, text ***fulls)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plan_03 = NULL;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1];
 	uint64		n;
 
 	values[0] = ObjectIdGetDatum(relid);
-	n = dlock_spi_run(dlock_spi_plan(&plan,
-									 "SELECT key, key FROM " DLOCK_SCHEMA ".claim"
+	n = dlock_spi_run(dlock_claim_store_has_long_key() ?
+					  dlock_spi_plan(&plan,
+									 "SELECT key, COALESCE(long_key,"
+									 "  CASE WHEN pg_catalog.left(key, 1)"
+									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END)"
+									 "  FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE relid" EQ "$1 ORDER BY key",
+									 1, types) :
+					  dlock_spi_plan(&plan_03,
+									 "SELECT key, CASE WHEN pg_catalog.left(key, 1)"
+									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END"
+									 "  FROM " DLOCK_SCHEMA ".claim"
 									 " WHERE relid" EQ "$1 ORDER BY key",
 									 1, types),
 					  values, NULL, 0, SPI_OK_SELECT);
@@ -407,10 +433,10 @@ dlock_claim_store_keys_of(Oid relid, text ***keys, text ***fulls)
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i],
+									  SPI_tuptable->tupdesc, 2, &isnull);
 
-		(*fulls)[i] = DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i],
-													  SPI_tuptable->tupdesc, 2,
-													  &isnull));
+		(*fulls)[i] = isnull ? NULL : DatumGetTextPCopy(d);
 	}
 	return n;
 }
@@ -470,21 +496,23 @@ dlock_claim_store_forget(Oid *relids, int n)
 
 /*
  * The claim row of key from on table relid is now the claim row of key to
- * (its row's key was renamed: an enum label), in place of any claim row
- * of to; returns whether a row was renamed.  The caller holds the key
- * locks of both.
+ * (to_full: its text, when to is a digest, else NULL), in place of any
+ * claim row of to (its row's key was renamed: an enum label); returns
+ * whether a row was renamed.  The caller holds the key locks of both.
  */
 bool
-dlock_claim_store_rekey(Oid relid, text *from, text *to)
+dlock_claim_store_rekey(Oid relid, text *from, text *to, text *to_full)
 {
 	static SPIPlanPtr del_plan = NULL;
 	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		values[3];
+	Oid			types[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', to_full ? ' ' : 'n'};
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = PointerGetDatum(from);
 	values[2] = PointerGetDatum(to);
+	values[3] = PointerGetDatum(to_full);
 	dlock_spi_run(dlock_spi_plan(&del_plan,
 								 "DELETE FROM " DLOCK_SCHEMA ".claim"
 								 " WHERE relid" EQ "$1 AND key" EQ "$3"
@@ -492,8 +520,8 @@ dlock_claim_store_rekey(Oid relid, text *from, text *to)
 								 3, types),
 				  values, NULL, 0, SPI_OK_DELETE);
 	return dlock_spi_run(dlock_spi_plan(&plan,
-										"UPDATE " DLOCK_SCHEMA ".claim SET key = $3"
+										"UPDATE " DLOCK_SCHEMA ".claim SET key = $3, long_key = $4"
 										" WHERE relid" EQ "$1 AND key" EQ "$2",
-										3, types),
-						 values, NULL, 0, SPI_OK_UPDATE) > 0;
+										4, types),
+						 values, nulls, 0, SPI_OK_UPDATE) > 0;
 }
