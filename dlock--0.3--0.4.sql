@@ -85,3 +85,42 @@ CREATE EVENT TRIGGER dlock_claim_ddl_drop ON sql_drop
   EXECUTE FUNCTION dlock_claim_ddl_drop();
 
 -- (end of claims through DDL)
+
+-- ==== Claims and row-level security (issue 24) ====
+
+-- No claim function tells a role anything about rows it cannot see.
+-- dlock_claim's query passes its per-row check a ticket (a parameter that
+-- SQL in a caller's filter cannot name); called any other way,
+-- dlock_claim_unheld is true only for a row the caller can see (SELECT as
+-- the caller: row-level security and column privileges apply).
+CREATE FUNCTION dlock_claim_unheld(tbl pg_catalog.regclass, key anyelement, ticket bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_claim_unheld_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
+'the per-row check of dlock_claim''s query (with its ticket); with any other ticket, as dlock_claim_unheld(tbl, key)';
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
+'true when the caller can see the row of tbl with this primary key and no live claim and no poison mark is on it';
+
+-- dlock_claims() and dlock_dead_claims() show claims only on rows the
+-- caller can see where row-level security applies to it (views_sql.c);
+-- the dead claims are read through a function, as the live ones are.
+CREATE FUNCTION dlock_dead_claims(OUT table_name pg_catalog.regclass, OUT key text,
+                                  OUT attempts integer, OUT last_holder text,
+                                  OUT last_claimed_at timestamptz,
+                                  OUT poisoned_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_dead_claims_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_dead_claims() IS
+'claims set aside after max_attempts deliveries that the caller may see (the rows of the dlock_dead_claims view)';
+CREATE OR REPLACE VIEW dlock_dead_claims WITH (security_barrier = true) AS
+    SELECT d.table_name, d.key COLLATE "C" AS key, d.attempts, d.last_holder,
+           d.last_claimed_at, d.poisoned_at
+      FROM dlock_dead_claims() d;
+COMMENT ON VIEW dlock_dead_claims IS 'rows no longer handed out because they were claimed max_attempts times (those of roles whose privileges you have, on tables you can read, on rows you can see)';
+COMMENT ON VIEW dlock_claims IS 'one row per unexpired claim (of roles whose privileges you have, on tables you can read, on rows you can see)';
+
+-- (end of claims and row-level security)

@@ -83,7 +83,7 @@ no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(vo
 no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises
 no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises
 claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys
-claim-fence-unlocked@src/claim_manage.c@\tdlock_key_lock(&kl, ShareLock);\n\tok = dlock_claim_store_held(@\tok = dlock_claim_store_held(@tap:075_two_phase
+claim-fence-unlocked@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
 targets-miss-schema-rename@src/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
 claims-stay-in-detached-rows-tree@src/claim_ddl.c@\t\tclaims_follow_detach(b->root.relid, b->detached);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
 claims-outlive-key-change@src/claim_ddl.c@\t\tclaims_forget(now.relid);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
@@ -91,6 +91,10 @@ claims-miss-enum-rename@src/claim_ddl.c@\t\tif (getBaseType(f.type) == types[0])
 fence-on-rowless-key@src/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
 long-keys-inline@src/claim_key.c@\tif (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&@\tif (true &&@regress:claim_long_keys
 long-key-text-lost@src/claim_store.c@isnull[Anum_long_key - 1] = fulls[i] == keys[i];@isnull[Anum_long_key - 1] = true;@regress:claim_long_keys
+unheld-tells-hidden-rows@src/claim.c@\tif (!dlock_claim_row_visible(t, value, type))\n\t\treturn true;@\tif (false)\n\t\treturn true;@regress:claim_rls isolation:claim_rls_wait
+unheld-ticket-ignored@src/claim.c@\tif (ticket != NULL && *ticket == claim_ticket())@\tif (true)@regress:claim_rls
+views-ignore-row-security@src/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, caller, true) == RLS_ENABLED &&@\t\t\t\t\tfalse &&@regress:claim_rls
+fence-waits-for-hidden-rows@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
 EOF
 )
 

@@ -81,6 +81,8 @@ extern text *dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value,
 										 Oid type, bool *exists);
 extern Datum dlock_claim_key_value(const ClaimTarget *t, text *key);
 extern bool dlock_claim_key_in(const ClaimTarget *t, Oid relid, text *key);
+extern bool dlock_claim_row_visible(const ClaimTarget *t, Datum value,
+									Oid type);
 extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
 extern int	dlock_claim_io_begin(const ClaimTarget *t, Oid other_type);
 extern void dlock_claim_io_end(int nestlevel);
@@ -132,7 +134,8 @@ extern void dlock_claim_ddl_enum_renamed(const char *oldval,
 extern void dlock_claim_ddl_dropped(void);
 
 /* claim.c */
-extern bool dlock_claim_row_held(Oid claim_relid, Datum value, Oid type);
+extern bool dlock_claim_row_held(Oid relid, Datum value, Oid type,
+								 const int64 *ticket);
 extern void dlock_claim_rows(const ClaimRequest *req,
 							 Tuplestorestate *out, TupleDesc outdesc);
 extern bool dlock_claim_check(const ClaimTarget *t, text *key, text *holder);

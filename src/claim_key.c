@@ -34,6 +34,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -323,6 +324,37 @@ dlock_claim_key_in(const ClaimTarget *t, Oid relid, text *key)
 		}
 	}
 	list_free(rels);
+	return found;
+}
+
+/*
+ * Whether the current user can see a row of t (of t itself, for a plain
+ * inheritance parent) whose primary key equals value, of type type: its
+ * SELECT, run as the user, applies row-level security and the privileges
+ * of the key's column.  Answers of claim functions about rows must not
+ * tell a role anything about the rows it cannot see.
+ */
+bool
+dlock_claim_row_visible(const ClaimTarget *t, Datum value, Oid type)
+{
+	int			io = dlock_claim_io_begin(t, type);
+	char	   *sql;
+	Oid			argtype = t->pk_type;
+	bool		found;
+
+	value = as_key_type(t, value, type);
+	dlock_claim_io_end(io);
+	sql = psprintf("SELECT 1 FROM %s%s WHERE %s.%s %s $1 LIMIT 1",
+				   t->relkind == RELKIND_RELATION ? "ONLY " : "", t->qualname,
+				   t->relname, t->pk_colname, t->pk_eq_op);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, 1, &argtype, &value, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_with_args failed: %s", sql);
+	found = SPI_processed > 0;
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	pfree(sql);
 	return found;
 }
 

@@ -48,9 +48,20 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	/*
 	 * Lock first, then one read: completions call this once per row, and the
 	 * only transactions that can make it wait (a claimer taking over an
-	 * expired claim, an unclaim) are short.
+	 * expired claim, an unclaim) are short.  If the lock is busy, wait for it
+	 * only for a claim the caller holds (read first without the lock): how
+	 * long a fence takes must not tell a role that someone is working on a
+	 * row it does not hold, and may not see.
 	 */
-	dlock_key_lock(&kl, ShareLock);
+	if (!dlock_key_trylock(&kl, ShareLock))
+	{
+		if (!dlock_claim_store_held(t->claim_relid, key, holder, GetUserId()))
+		{
+			dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
+			return false;
+		}
+		dlock_key_lock(&kl, ShareLock);
+	}
 	ok = dlock_claim_store_held(t->claim_relid, key, holder, GetUserId());
 	if (!ok)
 	{

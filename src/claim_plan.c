@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "port/atomics.h"
 #include "storage/shmem.h"
@@ -44,7 +45,7 @@ typedef struct UserPlan
 
 	/*
 	 * Stepping over the held rows at the head of the order (claim.c): the
-	 * same query with "pk > $2" (or < for a descending order), and the bound
+	 * same query with "pk > $3" (or < for a descending order), and the bound
 	 * learned by an earlier claim, valid until hint_until and as long as no
 	 * claim has been given back since (hint_returns).
 	 */
@@ -147,7 +148,8 @@ trim_user_plans(Oid relid, uint64 generation)
 static SPIPlanPtr
 prepare_plan(const ClaimRequest *req, const char *sql, int nargs)
 {
-	Oid			types[2] = {req->target->pk_array_type, req->target->pk_type};
+	Oid			types[3] = {req->target->pk_array_type, INT8OID,
+	req->target->pk_type};
 	MemoryContext cxt = CurrentMemoryContext;
 	SPIPlanPtr	plan = NULL;
 
@@ -209,7 +211,7 @@ dlock_claim_plan(const ClaimRequest *req)
 		}
 	}
 
-	plan = prepare_plan(req, sql, 1);
+	plan = prepare_plan(req, sql, 2);
 	up = MemoryContextAllocZero(TopMemoryContext, sizeof(UserPlan));
 	up->sql = MemoryContextStrdup(TopMemoryContext, sql);
 	up->relid = t->relid;
@@ -293,7 +295,7 @@ dlock_claim_plan_choose(ClaimPlan *cp, const ClaimRequest *req, Datum *bound,
 		return up->plan;
 	}
 	if (up->bounded == NULL)
-		up->bounded = prepare_plan(req, up->bounded_sql, 2);
+		up->bounded = prepare_plan(req, up->bounded_sql, 3);
 	*bound = up->hint_bound;
 	*bounded = true;
 	return up->bounded;

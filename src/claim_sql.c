@@ -20,6 +20,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rls.h"
 
 #include "args.h"
 #include "claim.h"
@@ -41,19 +42,20 @@ arg_table(FunctionCallInfo fcinfo, int argno, const char *fn)
 }
 
 /*
- * The quoted schema of dlock_claim_unheld, the claim query's per-row
- * check: the schema of the calling dlock_claim.  NULL while the extension
- * is still at a version without it (0.1, 0.2: the library was updated,
- * the extension not yet): claims then check rows after fetching them.
+ * The quoted schema of dlock_claim_unheld(tbl, key, ticket), the claim
+ * query's per-row check: the schema of the calling dlock_claim.  NULL
+ * while the extension is still at a version without it (0.1 to 0.3: the
+ * library was updated, the extension not yet): claims then check rows
+ * after fetching them.
  */
 static const char *
 unheld_check_schema(Oid claim_fn)
 {
 	char	   *nsp = get_namespace_name(get_func_namespace(claim_fn));
-	Oid			argtypes[2] = {REGCLASSOID, ANYELEMENTOID};
+	Oid			argtypes[3] = {REGCLASSOID, ANYELEMENTOID, INT8OID};
 	List	   *name = list_make2(makeString(nsp), makeString("dlock_claim_unheld"));
 
-	if (!OidIsValid(LookupFuncName(name, 2, argtypes, true)))
+	if (!OidIsValid(LookupFuncName(name, 3, argtypes, true)))
 		return NULL;
 	return quote_identifier(nsp);
 }
@@ -173,21 +175,31 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 
 /*
  * dlock_claim_unheld(tbl regclass, key anyelement) RETURNS boolean
+ * dlock_claim_unheld(tbl regclass, key anyelement, ticket bigint)
+ *		RETURNS boolean
  *
- * The check the claim query runs on each row its scan reaches: true when
- * no live claim, and no poison mark, is on the row of tbl with that
- * primary key.  A claim of that row being written or given back by an
- * open transaction counts as held.  Called on its own it needs what
- * dlock_claim needs.  NULL arguments are errors.
+ * The check the claim query runs on each row its scan reaches (with the
+ * claim's ticket): true when no live claim, and no poison mark, is on the
+ * row of tbl with that primary key.  A claim of that row being written or
+ * given back by an open transaction counts as held.  Called on its own (or
+ * with another ticket) it needs what dlock_claim needs, and is true only
+ * for a row the caller can see.  NULL table or key is an error; a NULL
+ * ticket is none.
  */
 PG_FUNCTION_INFO_V1(dlock_claim_unheld_sql);
 Datum
 dlock_claim_unheld_sql(PG_FUNCTION_ARGS)
 {
+	int64		ticket = 0;
+	bool		has_ticket = PG_NARGS() > 2 && !PG_ARGISNULL(2);
+
 	dlock_arg_not_null(fcinfo, 0, "table");
 	dlock_arg_not_null(fcinfo, 1, "key");
+	if (has_ticket)
+		ticket = PG_GETARG_INT64(2);
 	PG_RETURN_BOOL(!dlock_claim_row_held(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
-										 get_fn_expr_argtype(fcinfo->flinfo, 1)));
+										 get_fn_expr_argtype(fcinfo->flinfo, 1),
+										 has_ticket ? &ticket : NULL));
 }
 
 /*
@@ -328,18 +340,31 @@ dlock_renew_claims_sql(PG_FUNCTION_ARGS)
 /*
  * dlock_reset_claims(tbl regclass, keys anyarray) RETURNS bigint
  *
- * For operators (EXECUTE revoked from PUBLIC): forgets the claims,
- * attempt counts and poison marks of those rows; returns how many claim
- * rows were deleted.
+ * For operators (EXECUTE revoked from PUBLIC), with what dlock_claim needs
+ * on the table: forgets the claims, attempt counts and poison marks of
+ * those rows, of the rows among them the caller can see if row-level
+ * security applies to it; returns how many claim rows were deleted.
  */
 PG_FUNCTION_INFO_V1(dlock_reset_claims_sql);
 Datum
 dlock_reset_claims_sql(PG_FUNCTION_ARGS)
 {
-	const ClaimTarget *t = arg_table(fcinfo, 0, NULL);
+	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_reset_claims()");
 	int			nkeys;
-	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys, NULL, NULL);
+	Datum	   *elems;
+	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys, &elems, NULL);
 
+	/* the count must not tell of rows the caller cannot see */
+	if (check_enable_rls(t->relid, InvalidOid, true) == RLS_ENABLED)
+	{
+		Oid			elemtype = ARR_ELEMTYPE(PG_GETARG_ARRAYTYPE_P(1));
+		int			m = 0;
+
+		for (int i = 0; i < nkeys; i++)
+			if (dlock_claim_row_visible(t, elems[i], elemtype))
+				keys[m++] = keys[i];
+		nkeys = m;
+	}
 	dlock_arg_writes_allowed("dlock_reset_claims()");
 	PG_RETURN_INT64(dlock_claim_reset(t, keys, nkeys));
 }

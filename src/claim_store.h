@@ -55,6 +55,7 @@ extern uint64 dlock_claim_store_idle(TimestampTz before, int limit,
 extern bool dlock_claim_store_delete_idle(Oid relid, text *key,
 										  TimestampTz before);
 extern uint64 dlock_claim_store_read_live(void);
+extern uint64 dlock_claim_store_read_dead(void);
 extern uint64 dlock_claim_store_relids(Oid **relids);
 extern uint64 dlock_claim_store_keys_of(Oid relid, text ***keys,
 										text ***fulls);

@@ -372,6 +372,25 @@ dlock_claim_store_read_live(void)
 }
 
 /*
+ * The poisoned claim rows, with the columns of the dlock_dead_claims view
+ * and the owning role as column 7, into SPI_tuptable; returns how many.
+ */
+uint64
+dlock_claim_store_read_dead(void)
+{
+	static SPIPlanPtr plan = NULL;
+
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"SELECT relid::pg_catalog.regclass,"
+										"       COALESCE(long_key, key), attempts, holder,"
+										"       claimed_at, poisoned_at, owner"
+										"  FROM " DLOCK_SCHEMA ".claim"
+										" WHERE poisoned_at IS NOT NULL",
+										0, NULL),
+						 NULL, NULL, 0, SPI_OK_SELECT);
+}
+
+/*
  * The tables that have claim rows (dlock.claim.relid values), sorted;
  * returns how many.  One probe of the primary key per table (a loose
  * index scan), whatever the number of claim rows.
