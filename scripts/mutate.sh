@@ -95,6 +95,8 @@ unheld-tells-hidden-rows@src/claim.c@\tif (!dlock_claim_row_visible(t, value, ty
 unheld-ticket-ignored@src/claim.c@\tif (ticket != NULL && *ticket == claim_ticket())@\tif (true)@regress:claim_rls
 views-ignore-row-security@src/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, caller, true) == RLS_ENABLED &&@\t\t\t\t\tfalse &&@regress:claim_rls
 fence-waits-for-hidden-rows@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
+unclaim-all-keys-at-once@src/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
+release-all-keys-at-once@src/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
 EOF
 )
 

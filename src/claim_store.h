@@ -37,8 +37,12 @@ extern text **dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 											text **among, int namong, int *n);
 extern text **dlock_claim_store_existing_keys(Oid relid, text **keys,
 											  int nkeys, int *n);
-extern uint64 dlock_claim_store_holder_all(text *holder, Oid role,
-										   text ***keys, Oid **relids);
+extern text **dlock_claim_store_holder_page(Oid relid, text *holder, Oid role,
+											text *after, int limit, int *n);
+extern int	dlock_claim_store_holder_all_page(text *holder, Oid role,
+											  Oid after_relid, text *after_key,
+											  int limit, text ***keys,
+											  Oid **relids);
 extern int64 dlock_claim_store_give_back(Oid relid, text **keys, int n,
 										 text *holder, Oid role);
 extern int64 dlock_claim_store_renew(Oid relid, text **keys, int n,

@@ -18,6 +18,8 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "claim_store.h"
@@ -35,6 +37,7 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 {
 	static SPIPlanPtr all_plan = NULL;
 	static SPIPlanPtr among_plan = NULL;
+	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
 	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), 0};
@@ -59,7 +62,48 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 							  4, types);
 	}
 	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
 	return dlock_copy_key_column(*n);
+}
+
+/*
+ * A page of the keys of the holder's live claims on a table, in key order:
+ * up to limit of them after key after (NULL: from the first); the SPI
+ * result is freed, the keys are copied into the current memory context.
+ */
+text	  **
+dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
+							  int limit, int *n)
+{
+	static SPIPlanPtr first_plan = NULL;
+	static SPIPlanPtr next_plan = NULL;
+	Oid			types[5] = {OIDOID, TEXTOID, OIDOID, INT4OID, TEXTOID};
+	Datum		values[5] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
+	ObjectIdGetDatum(role), Int32GetDatum(limit), PointerGetDatum(after)};
+	MemoryContext cxt = CurrentMemoryContext;
+	SPIPlanPtr	plan;
+	text	  **keys;
+
+	if (after == NULL)
+		plan = dlock_spi_plan(&first_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key LIMIT $4",
+							  4, types);
+	else
+		plan = dlock_spi_plan(&next_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND key OPERATOR(pg_catalog.>) $5"
+							  "   AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key LIMIT $4",
+							  5, types);
+	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
+	keys = dlock_copy_key_column(*n);
+	SPI_freetuptable(SPI_tuptable);
+	return keys;
 }
 
 /* Of these keys, those that have a claim row, sorted. */
@@ -67,6 +111,7 @@ text	  **
 dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
 {
 	static SPIPlanPtr plan = NULL;
+	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[2] = {OIDOID, TEXTARRAYOID};
 	Datum		values[2];
 
@@ -78,33 +123,46 @@ dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
 											" ORDER BY key",
 											2, types),
 							 values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
 	return dlock_copy_key_column(*n);
 }
 
 /*
- * Every live claim of holder and role, on any table, sorted by table and
- * key; returns how many, with the keys and tables in *keys and *relids.
+ * A page of the live claims of holder and role, on any table, in table and
+ * key order: up to limit of them after (after_relid, after_key) (0 and
+ * NULL: from the first); returns how many, with the keys and tables in
+ * *keys and *relids (copied into the current memory context; the SPI
+ * result is freed).
  */
-uint64
-dlock_claim_store_holder_all(text *holder, Oid role, text ***keys, Oid **relids)
+int
+dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
+								  text *after_key, int limit, text ***keys,
+								  Oid **relids)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
-	uint64		n;
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			types[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT4OID};
+	Datum		values[5];
+	int			n;
 
 	values[0] = PointerGetDatum(holder);
 	values[1] = ObjectIdGetDatum(role);
-	n = dlock_spi_run(dlock_spi_plan(&plan,
-									 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
-									 " WHERE holder" EQ "$1 AND owner" EQ "$2"
-									 "   AND expires_at OPERATOR(pg_catalog.>)"
-									 " pg_catalog.clock_timestamp()"
-									 " ORDER BY relid, key",
-									 2, types),
-					  values, NULL, 0, SPI_OK_SELECT);
+	values[2] = ObjectIdGetDatum(after_relid);
+	values[3] = after_key ? PointerGetDatum(after_key) : CStringGetTextDatum("");
+	values[4] = Int32GetDatum(limit);
+	n = (int) dlock_spi_run(dlock_spi_plan(&plan,
+										   "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+										   " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
+										   "   AND holder" EQ "$1 AND owner" EQ "$2"
+										   "   AND expires_at OPERATOR(pg_catalog.>)"
+										   " pg_catalog.clock_timestamp()"
+										   " ORDER BY relid, key LIMIT $5",
+										   5, types),
+							values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
 	*keys = dlock_copy_key_column(n);
 	*relids = dlock_copy_oid_column(n, 2);
+	SPI_freetuptable(SPI_tuptable);
 	return n;
 }
 
