@@ -43,6 +43,7 @@ typedef struct ClaimTarget
 	bool		pk_spellings;	/* equal keys can be written differently */
 	Oid			pk_array_type;
 	char	   *pk_eq_op;		/* OPERATOR(schema.=) of the primary key */
+	Oid			pk_eq_proc;		/* and its function */
 	char	   *pk_lt_op;		/* its type's default < and > (NULL: none) */
 	char	   *pk_gt_op;
 	char	   *pk_attname;		/* unquoted names, as order_by spells them */

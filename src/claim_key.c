@@ -184,35 +184,42 @@ dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type)
 
 /*
  * Look value up in the primary key index of table relid (a table with
- * storage); true, with the row's stored key in *stored, when a row
- * visible to a fresh snapshot has a key equal to value.
+ * storage); true, with the row's stored key in *stored, when a row has a
+ * key equal to value: visible to a fresh snapshot (latest), or not known
+ * to be dead (a dirty snapshot, which costs no snapshot: rows being
+ * inserted or deleted count).  The table stays locked (AccessShareLock) to
+ * the end of the transaction, as the claim call's table is.
  */
 static bool
-probe_stored_key(const ClaimTarget *t, Oid relid, Datum value, Datum *stored)
+probe_stored_key(const ClaimTarget *t, Oid relid, Datum value, Datum *stored,
+				 bool latest)
 {
 	Relation	heap = table_open(relid, AccessShareLock);
 	Oid			idxoid = dlock_primary_key_index(heap);
 	Relation	idx;
+	SnapshotData dirty;
 	Snapshot	snap;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	ScanKeyData key;
-	Oid			opcintype;
-	Oid			eqop;
 	bool		found = false;
 
 	if (!OidIsValid(idxoid))
 	{
-		table_close(heap, AccessShareLock);
+		table_close(heap, NoLock);
 		return false;
 	}
 	idx = index_open(idxoid, AccessShareLock);
-	opcintype = idx->rd_opcintype[0];
-	eqop = get_opfamily_member(idx->rd_opfamily[0], opcintype, opcintype,
-							   BTEqualStrategyNumber);
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, opcintype,
-						   idx->rd_indcollation[0], get_opcode(eqop), value);
-	snap = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber,
+						   idx->rd_opcintype[0], idx->rd_indcollation[0],
+						   t->pk_eq_proc, value);
+	if (latest)
+		snap = RegisterSnapshot(GetLatestSnapshot());
+	else
+	{
+		InitDirtySnapshot(dirty);
+		snap = &dirty;
+	}
 	scan = dlock_index_beginscan(heap, idx, snap, 1);
 	index_rescan(scan, &key, 1, NULL, 0);
 	slot = table_slot_create(heap, NULL);
@@ -230,9 +237,10 @@ probe_stored_key(const ClaimTarget *t, Oid relid, Datum value, Datum *stored)
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);
-	UnregisterSnapshot(snap);
-	index_close(idx, AccessShareLock);
-	table_close(heap, AccessShareLock);
+	if (latest)
+		UnregisterSnapshot(snap);
+	index_close(idx, NoLock);
+	table_close(heap, NoLock);
 	return found;
 }
 
@@ -243,7 +251,7 @@ probe_stored_key(const ClaimTarget *t, Oid relid, Datum value, Datum *stored)
  * claims are on its own rows only.  False when there is no such row.
  */
 static bool
-find_stored_key(const ClaimTarget *t, Datum *value)
+find_stored_key(const ClaimTarget *t, Datum *value, bool latest)
 {
 	List	   *rels;
 	ListCell   *lc;
@@ -258,7 +266,7 @@ find_stored_key(const ClaimTarget *t, Datum *value)
 
 		CHECK_FOR_INTERRUPTS();
 		if (get_rel_relkind(relid) == RELKIND_RELATION &&
-			probe_stored_key(t, relid, *value, value))
+			probe_stored_key(t, relid, *value, value, latest))
 		{
 			found = true;
 			break;
@@ -285,7 +293,8 @@ dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value, Oid type,
 	value = as_key_type(t, value, type);
 	if (t->pk_spellings || exists)
 	{
-		bool		found = find_stored_key(t, &value);
+		/* a fresh snapshot where the stored spelling matters */
+		bool		found = find_stored_key(t, &value, t->pk_spellings);
 
 		if (exists)
 			*exists = found;
@@ -317,7 +326,7 @@ dlock_claim_key_in(const ClaimTarget *t, Oid relid, text *key)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_RELATION &&
-			probe_stored_key(t, lfirst_oid(lc), value, &stored))
+			probe_stored_key(t, lfirst_oid(lc), value, &stored, true))
 		{
 			found = true;
 			break;

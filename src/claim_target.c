@@ -269,6 +269,7 @@ describe_primary_key(ClaimTarget *t, Relation rel, Relation idx)
 		elog(ERROR, "no equality operator or array type for the primary key of \"%s\"",
 			 RelationGetRelationName(rel));
 	t->pk_eq_op = qualified_operator(t, eqop);
+	t->pk_eq_proc = get_opcode(eqop);
 
 	/*
 	 * the default ordering's operators: a claim steps over held rows with
