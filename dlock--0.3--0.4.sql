@@ -47,15 +47,14 @@ CREATE OR REPLACE VIEW dlock_dead_claims WITH (security_barrier = true) AS
 -- labels renamed; a table whose primary key changes what it names (another
 -- column or type, ALTER COLUMN ... TYPE ... USING) forgets its claims; a
 -- dropped table's claims go with it (claim_ddl.c).  The triggers run as the
--- user who runs the DDL; dlock's own queries run as dlock's owner.  The
--- start trigger takes the locks the ALTER TABLE will take before it reads
--- the table's facts, so no claim of that table is in flight meanwhile.
--- dlock_claim_ddl_start resolves the statement's table names as the
--- statement does, with the session's search_path (it runs no SQL).
+-- user who runs the DDL; dlock's own queries run as dlock's owner.  The end
+-- trigger reads the claims while the statement holds its locks, so no claim
+-- of the table escapes it.
 CREATE FUNCTION dlock_claim_ddl_start()
 RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'dlock_claim_ddl_start_sql'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claim_ddl_start() IS
 'event trigger (ddl_command_start of ALTER TABLE): notes what names the rows of every table with claims';
 

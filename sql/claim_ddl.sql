@@ -171,6 +171,24 @@ UPDATE s3.q2 SET ident = 1003 WHERE ident = 3;
 SELECT dlock_claimed('s3.q2', 3, 'h') AS old_key_fence;
 SELECT ident FROM dlock_claim(NULL::s3.q2, 'h2', 1, '30 s', 'ident = 1003');
 
+-- two tables of one name: an unqualified ALTER TABLE changes (and makes
+-- forget its claims) only the one the session's search_path names
+CREATE SCHEMA s9;
+CREATE TABLE dup (id int PRIMARY KEY);
+CREATE TABLE s9.dup (id int PRIMARY KEY);
+INSERT INTO dup VALUES (1);
+INSERT INTO s9.dup VALUES (1);
+SELECT id FROM dlock_claim(NULL::dup, 'd', 1);
+SELECT id FROM dlock_claim(NULL::s9.dup, 'd', 1);
+ALTER TABLE dup ALTER COLUMN id TYPE bigint;
+SELECT pg_temp.held('dup') AS public_dup, pg_temp.held('s9.dup') AS s9_dup;
+SET search_path = s9, public;
+ALTER TABLE dup ALTER COLUMN id TYPE bigint;
+RESET search_path;
+SELECT pg_temp.held('dup') AS public_dup, pg_temp.held('s9.dup') AS s9_dup;
+DROP TABLE dup, s9.dup;
+DROP SCHEMA s9;
+
 -- DDL by a table's owner who is not a superuser: dlock's own writes are
 -- made as dlock's owner
 CREATE ROLE regress_dlock_ddl_owner NOLOGIN;

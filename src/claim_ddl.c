@@ -30,17 +30,19 @@
  *  - DROP TABLE forgets the table's claims (a new table given the same OID
  *	  starts without them).
  *
- * Claims made while such DDL runs must not escape it.  ALTER TABLE: the
- * ddl_command_start trigger resolves the statement's table (and the
- * partition it attaches or detaches) as the statement will, with the
- * session's search_path, and takes the locks the statement will take
- * (AlterTableGetLockLevel; the partition and its partitions too) before it
- * reads what names the table's rows; claim calls lock the tables they name
- * (claim_target.c), so every claim of those tables is then committed, and
- * none starts until the DDL ends.  ALTER TYPE: the tables whose primary
- * key type contains the enum are locked (ExclusiveLock, with their
- * partitions) before their claims are read.  Moves take the key locks of
- * both keys, a chunk at a time.
+ * Claims made while such DDL runs must not escape it.  The
+ * ddl_command_start trigger of ALTER TABLE notes the facts (partition root,
+ * primary key column, type, modifier) of the trees of every table the
+ * statement's names can mean (the statement resolves them later, with the
+ * session's search_path, which dlock's functions never use); the
+ * ddl_command_end trigger finds the table altered among them by its OID
+ * (pg_event_trigger_ddl_commands), compares, and only then reads the
+ * claims it moves or forgets: the statement holds its locks then, and
+ * claim calls lock the tables they name (claim_target.c), so every claim
+ * made before is committed and read, and none is made until the DDL ends.
+ * ALTER TYPE: the tables whose primary key type contains the enum are
+ * locked (ExclusiveLock, with their partitions) before their claims are
+ * read.  Moves take the key locks of both keys, a chunk at a time.
  *
  * Event triggers do not fire in single-user mode, for a role with
  * session_replication_role = replica, or when disabled by a superuser; DDL
@@ -50,6 +52,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
@@ -57,7 +60,6 @@
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
-#include "commands/tablecmds.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
@@ -65,8 +67,10 @@
 #include "storage/lmgr.h"
 #include "tcop/deparse_utility.h"
 #include "utils/builtins.h"
+#include "utils/catcache.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 
 #include "claim.h"
@@ -90,12 +94,23 @@ typedef struct KeyFacts
 	char		attname[NAMEDATALEN];
 } KeyFacts;
 
-/* an ALTER TABLE statement, as its ddl_command_start found it */
+/*
+ * An ALTER TABLE statement, as its ddl_command_start found it: the tables
+ * its names can mean (the statement resolves them later, with the
+ * session's search_path), each with its root's facts then.
+ */
+typedef struct Candidate
+{
+	Oid			relid;
+	bool		partition;		/* named by ATTACH/DETACH PARTITION */
+	KeyFacts	root;			/* its root's facts before the statement */
+} Candidate;
+
 typedef struct Before
 {
 	Node	   *parsetree;
-	KeyFacts	root;			/* the root of the altered table */
-	Oid			detached;		/* a partition it detaches, or InvalidOid */
+	int			n;
+	Candidate  *cands;
 	struct Before *next;
 } Before;
 
@@ -117,6 +132,7 @@ ddl_xact_callback(XactEvent event, void *arg)
 		Before	   *b = befores;
 
 		befores = b->next;
+		pfree(b->cands);
 		pfree(b);
 	}
 }
@@ -158,85 +174,96 @@ read_facts(Oid relid, KeyFacts *f)
 }
 
 /*
- * The table rv names, as a statement of the current user resolves it,
- * locked in lockmode, with its partitions (if any) in partmode; InvalidOid
- * if it is not a table the user owns (the statement will fail, or is not
- * about a table).
+ * Add the tables that rv can name (all tables of that name, unless it
+ * names a schema: the statement resolves it with the session's
+ * search_path, which dlock's functions do not use) to the candidates.
  */
-static Oid
-lock_named_table(RangeVar *rv, LOCKMODE lockmode, LOCKMODE partmode)
+static void
+add_candidates(List **cands, RangeVar *rv, bool partition)
 {
-	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
-	char		relkind;
+	List	   *relids = NIL;
+	ListCell   *lc;
 
-	if (!OidIsValid(relid))
-		return InvalidOid;
-	relkind = get_rel_relkind(relid);
-	if ((relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE) ||
-		!dlock_class_ownercheck(relid, GetUserId()))
-		return InvalidOid;
-	LockRelationOid(relid, lockmode);
-	if (relkind == RELKIND_PARTITIONED_TABLE && partmode != NoLock)
-		list_free(find_all_inheritors(relid, partmode, NULL));
-	return relid;
+	if (rv->schemaname)
+	{
+		Oid			nsp = LookupExplicitNamespace(rv->schemaname, true);
+
+		if (OidIsValid(nsp) && OidIsValid(get_relname_relid(rv->relname, nsp)))
+			relids = list_make1_oid(get_relname_relid(rv->relname, nsp));
+	}
+	else
+	{
+		CatCList   *list = SearchSysCacheList1(RELNAMENSP,
+											   CStringGetDatum(rv->relname));
+
+		for (int i = 0; i < list->n_members; i++)
+			relids = lappend_oid(relids,
+								 ((Form_pg_class) GETSTRUCT(&list->members[i]->tuple))->oid);
+		ReleaseSysCacheList(list);
+	}
+	foreach(lc, relids)
+	{
+		Candidate  *c;
+		char		relkind = get_rel_relkind(lfirst_oid(lc));
+
+		if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+			continue;
+		c = palloc0(sizeof(Candidate));
+		c->relid = lfirst_oid(lc);
+		c->partition = partition;
+		read_facts(root_of(c->relid), &c->root);
+		*cands = lappend(*cands, c);
+	}
+	list_free(relids);
 }
 
 /*
- * ddl_command_start of ALTER TABLE: lock what the statement will lock,
- * then note what names the rows of the altered table's tree, and the
- * partition it detaches.
+ * ddl_command_start of ALTER TABLE: note what names the rows of the trees
+ * of the tables the statement can mean, and of the partitions it attaches
+ * or detaches.  Nothing is locked: the facts are the catalogs', which only
+ * DDL changes, and claims are read at ddl_command_end, when the statement
+ * holds its locks (claims made meanwhile are read then too).
  */
 void
 dlock_claim_ddl_start(Node *parsetree)
 {
 	AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
-	LOCKMODE	lockmode;
-	Oid			altered;
-	Before		b;
+	MemoryContext old;
+	List	   *cands = NIL;
+	Before	   *b;
 	ListCell   *lc;
+	int			i = 0;
 
 	if (!IsA(stmt, AlterTableStmt) || stmt->objtype != OBJECT_TABLE)
 		return;
-	lockmode = AlterTableGetLockLevel(stmt->cmds);
-	altered = lock_named_table(stmt->relation, lockmode, NoLock);
-	if (!OidIsValid(altered))
-		return;
-	memset(&b, 0, sizeof(b));
-	b.parsetree = parsetree;
+	add_candidates(&cands, stmt->relation, false);
 	foreach(lc, stmt->cmds)
 	{
 		AlterTableCmd *cmd = lfirst(lc);
-		PartitionCmd *pc = (PartitionCmd *) cmd->def;
-		Oid			part;
 
-		if (cmd->subtype != AT_AttachPartition &&
-			cmd->subtype != AT_DetachPartition &&
-			cmd->subtype != AT_DetachPartitionFinalize)
-			continue;
-
-		/*
-		 * The partition: AccessExclusiveLock, as the statement takes it
-		 * (DETACH ... CONCURRENTLY takes it in its second transaction), and
-		 * its own partitions, which claims can name too, in ExclusiveLock.
-		 */
-		part = lock_named_table(pc->name,
-								pc->concurrent ? ShareUpdateExclusiveLock :
-								AccessExclusiveLock,
-								ExclusiveLock);
-
-		if (cmd->subtype != AT_AttachPartition)
-			b.detached = part;
+		if (cmd->subtype == AT_AttachPartition ||
+			cmd->subtype == AT_DetachPartition ||
+			cmd->subtype == AT_DetachPartitionFinalize)
+			add_candidates(&cands, ((PartitionCmd *) cmd->def)->name, true);
 	}
-	read_facts(root_of(altered), &b.root);
+	if (cands == NIL)
+		return;
 
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(ddl_xact_callback, NULL);
 		xact_callback_registered = true;
 	}
-	b.next = befores;
-	befores = MemoryContextAlloc(TopMemoryContext, sizeof(Before));
-	*befores = b;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	b = palloc0(sizeof(Before));
+	b->parsetree = parsetree;
+	b->n = list_length(cands);
+	b->cands = palloc(sizeof(Candidate) * b->n);
+	MemoryContextSwitchTo(old);
+	foreach(lc, cands)
+		b->cands[i++] = *(Candidate *) lfirst(lc);
+	b->next = befores;
+	befores = b;
 }
 
 /* what the ddl_command_start of parsetree found, taken off the list */
@@ -377,42 +404,50 @@ claims_forget(Oid relid)
 }
 
 /*
- * Whether the ALTER TABLE statements just run (pg_event_trigger_ddl_commands)
- * ran ALTER COLUMN ... TYPE ... USING on column attname of a table of the
- * tree of root: USING can map every key to another, even of the same type.
+ * The commands of the statement just run (pg_event_trigger_ddl_commands());
+ * returns how many, in *cmds (in the current memory context).
  */
-static bool
-key_retyped_using(Oid root, const char *attname)
+static int
+collected_commands(CollectedCommand ***cmds)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	uint64		n;
-	CollectedCommand **cmds;
-	bool		found = false;
+	int			n;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute("SELECT command FROM pg_catalog.pg_event_trigger_ddl_commands()",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pg_event_trigger_ddl_commands() failed");
-	n = SPI_processed;
-	cmds = MemoryContextAlloc(cxt, sizeof(CollectedCommand *) * Max(n, 1));
-	for (uint64 i = 0; i < n; i++)
+	n = (int) SPI_processed;
+	*cmds = MemoryContextAlloc(cxt, sizeof(CollectedCommand *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
 	{
 		bool		isnull;
 
-		cmds[i] = (CollectedCommand *)
+		(*cmds)[i] = (CollectedCommand *)
 			DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[i],
 										  SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
+	return n;
+}
 
-	for (uint64 i = 0; i < n && !found; i++)
+/*
+ * Whether the commands ran ALTER COLUMN ... TYPE ... USING on column
+ * attname of table relid: USING can map every key to another, even of the
+ * same type.
+ */
+static bool
+key_retyped_using(CollectedCommand **cmds, int n, Oid relid,
+				  const char *attname)
+{
+	for (int i = 0; i < n; i++)
 	{
 		ListCell   *lc;
 
 		if (cmds[i] == NULL || cmds[i]->type != SCT_AlterTable ||
-			root_of(cmds[i]->d.alterTable.objectId) != root)
+			cmds[i]->d.alterTable.objectId != relid)
 			continue;
 		foreach(lc, cmds[i]->d.alterTable.subcmds)
 		{
@@ -426,36 +461,67 @@ key_retyped_using(Oid root, const char *attname)
 				continue;
 			def = (ColumnDef *) cmd->def;
 			if (def && IsA(def, ColumnDef) && def->raw_default)
-				found = true;
+				return true;
 		}
 	}
-	pfree(cmds);
-	return found;
+	return false;
 }
 
 /*
  * ddl_command_end of ALTER TABLE: claims follow detached partitions and
  * attached trees; a table whose primary key names its rows otherwise now
- * forgets its claims.
+ * forgets its claims.  The altered table is the one the collected commands
+ * name (by OID), among the candidates its start noted.
  */
 void
 dlock_claim_ddl_end(Node *parsetree)
 {
 	Before	   *b = take_before(parsetree);
-	KeyFacts	now;
+	CollectedCommand **cmds;
+	int			ncmds;
+	List	   *done = NIL;
 
 	if (b == NULL)
-		return;					/* not a table the user owns */
-	if (OidIsValid(b->detached) && b->root.exists &&
-		root_of(b->detached) == b->detached)
-		claims_follow_detach(b->root.relid, b->detached);
+		return;					/* its names named no table */
+	ncmds = collected_commands(&cmds);
+	for (int i = 0; i < b->n; i++)
+	{
+		Candidate  *c = &b->cands[i];
+		KeyFacts   *before = &c->root;
+		KeyFacts	now;
+		bool		altered = false;
+
+		for (int j = 0; j < ncmds && !altered; j++)
+			altered = cmds[j] && cmds[j]->type == SCT_AlterTable &&
+				cmds[j]->d.alterTable.objectId == c->relid;
+		if (c->partition || !altered || !before->exists ||
+			list_member_oid(done, before->relid))
+			continue;
+		done = lappend_oid(done, before->relid);
+
+		/* partitions that were in its tree and are trees of their own now */
+		for (int k = 0; k < b->n; k++)
+		{
+			Candidate  *p = &b->cands[k];
+
+			if (p->partition && p->root.exists &&
+				p->root.relid == before->relid && p->relid != before->relid &&
+				get_rel_relkind(p->relid) != '\0' &&
+				root_of(p->relid) == p->relid)
+				claims_follow_detach(before->relid, p->relid);
+		}
+
+		/* its key */
+		read_facts(before->relid, &now);
+		if (now.exists && now.root == now.relid &&
+			(now.attnum != before->attnum || now.type != before->type ||
+			 now.typmod != before->typmod ||
+			 (before->attnum != 0 &&
+			  key_retyped_using(cmds, ncmds, c->relid, before->attname))))
+			claims_forget(now.relid);
+	}
 	claims_follow_attach();
-	read_facts(b->root.relid, &now);
-	if (now.exists && now.root == now.relid && b->root.exists &&
-		(now.attnum != b->root.attnum || now.type != b->root.type ||
-		 now.typmod != b->root.typmod ||
-		 (b->root.attnum != 0 && key_retyped_using(now.relid, b->root.attname))))
-		claims_forget(now.relid);
+	pfree(b->cands);
 	pfree(b);
 }
 

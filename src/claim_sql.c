@@ -10,6 +10,7 @@
 
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -383,7 +384,9 @@ dlock_claim_ddl_start_sql(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("dlock_claim_ddl_start() must be called as an event trigger")));
-	dlock_claim_ddl_start(((EventTriggerData *) fcinfo->context)->parsetree);
+	/* extension scripts (dlock's own upgrades too) change extension objects */
+	if (!creating_extension)
+		dlock_claim_ddl_start(((EventTriggerData *) fcinfo->context)->parsetree);
 	PG_RETURN_NULL();
 }
 
@@ -405,6 +408,8 @@ dlock_claim_ddl_end_sql(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("dlock_claim_ddl_end() must be called as an event trigger")));
+	if (creating_extension)
+		PG_RETURN_NULL();
 	if (IsA(d->parsetree, AlterEnumStmt))
 	{
 		AlterEnumStmt *stmt = (AlterEnumStmt *) d->parsetree;
@@ -430,7 +435,8 @@ dlock_claim_ddl_drop_sql(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("dlock_claim_ddl_drop() must be called as an event trigger")));
-	dlock_claim_ddl_dropped();
+	if (!creating_extension)
+		dlock_claim_ddl_dropped();
 	PG_RETURN_NULL();
 }
 

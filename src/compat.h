@@ -14,7 +14,6 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
-#include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "executor/executor.h"
 #include "storage/proc.h"
@@ -72,15 +71,6 @@
 #else
 #define dlock_namespace_aclcheck(nsp, role, mode) \
 	pg_namespace_aclcheck((nsp), (role), (mode))
-#endif
-
-/* PostgreSQL 16 replaced pg_class_ownercheck by object_ownercheck */
-#if PG_VERSION_NUM >= 160000
-#define dlock_class_ownercheck(relid, role) \
-	object_ownercheck(RelationRelationId, (relid), (role))
-#else
-#define dlock_class_ownercheck(relid, role) \
-	pg_class_ownercheck((relid), (role))
 #endif
 
 /*
