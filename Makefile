@@ -34,6 +34,7 @@ OBJS = \
 	src/claim_target.o \
 	src/claim_key.o \
 	src/claim_ddl.o \
+	src/claim_ddl_type.o \
 	src/claim_sql.o \
 	src/views_sql.o
 

@@ -86,8 +86,8 @@ claim-keys-as-written@src/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exi
 claim-fence-unlocked@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
 targets-miss-schema-rename@src/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
 claims-stay-in-detached-rows-tree@src/claim_ddl.c@\t\t\t\tclaims_follow_detach(before->relid, p->relid);@\t\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-outlive-key-change@src/claim_ddl.c@\t\tclaims_forget(now.relid);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-miss-enum-rename@src/claim_ddl.c@\t\tif (getBaseType(f.type) == types[0])@\t\tif (false)@regress:claim_ddl isolation:claim_ddl_sessions
+claims-outlive-key-change@src/claim_ddl.c@\t\t\tdlock_claim_ddl_forget(now.relid);@\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-miss-enum-rename@src/claim_ddl_type.c@\t\tif (getBaseType(f.type) == types[0])@\t\tif (false)@regress:claim_ddl isolation:claim_ddl_sessions
 fence-on-rowless-key@src/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
 long-keys-inline@src/claim_key.c@\tif (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&@\tif (true &&@regress:claim_long_keys
 long-key-text-lost@src/claim_store.c@isnull[Anum_long_key - 1] = fulls[i] == keys[i];@isnull[Anum_long_key - 1] = true;@regress:claim_long_keys

@@ -18,7 +18,7 @@
  *	  root, in place of any the new root kept for those keys (rows deleted
  *	  long ago: a key is in one partition only);
  *  - ALTER TYPE ... RENAME VALUE of an enum label renames the claim keys of
- *	  the tables keyed by that enum;
+ *	  the tables keyed by that enum (claim_ddl_type.c);
  *  - a change of the primary key's column, type or type modifier, dropping
  *	  it, or ALTER COLUMN ... TYPE ... USING on it (which can map every key
  *	  to another), and renaming a label of an enum that the key type only
@@ -28,7 +28,7 @@
  *	  primary key dropped and added again on the same column, of the same
  *	  type, keeps them;
  *  - DROP TABLE forgets the table's claims (a new table given the same OID
- *	  starts without them).
+ *	  starts without them; claim_ddl_type.c).
  *
  * Claims made while such DDL runs must not escape it.  The
  * ddl_command_start trigger of ALTER TABLE notes the facts (partition root,
@@ -74,6 +74,7 @@
 #include "utils/typcache.h"
 
 #include "claim.h"
+#include "claim_ddl.h"
 #include "claim_store.h"
 #include "compat.h"
 #include "dlock.h"
@@ -81,18 +82,6 @@
 #include "spi_access.h"
 
 #define MOVE_CHUNK	500
-
-/* what names the rows of a table */
-typedef struct KeyFacts
-{
-	Oid			relid;
-	bool		exists;
-	Oid			root;			/* its partition root (itself if none) */
-	AttrNumber	attnum;			/* its primary key column, 0: none */
-	Oid			type;
-	int32		typmod;
-	char		attname[NAMEDATALEN];
-} KeyFacts;
 
 /*
  * An ALTER TABLE statement, as its ddl_command_start found it: the tables
@@ -137,8 +126,8 @@ ddl_xact_callback(XactEvent event, void *arg)
 	}
 }
 
-static Oid
-root_of(Oid relid)
+Oid
+dlock_claim_ddl_root_of(Oid relid)
 {
 	List	   *ancestors;
 	Oid			root;
@@ -152,8 +141,8 @@ root_of(Oid relid)
 }
 
 /* the facts of table relid now, from the catalogs */
-static void
-read_facts(Oid relid, KeyFacts *f)
+void
+dlock_claim_ddl_read_facts(Oid relid, KeyFacts *f)
 {
 	Oid			conoid;
 	Bitmapset  *cols;
@@ -164,7 +153,7 @@ read_facts(Oid relid, KeyFacts *f)
 	f->exists = get_rel_relkind(relid) != '\0';
 	if (!f->exists)
 		return;
-	f->root = root_of(relid);
+	f->root = dlock_claim_ddl_root_of(relid);
 	cols = get_primary_key_attnos(relid, true, &conoid);
 	if (bms_num_members(cols) != 1)
 		return;
@@ -211,7 +200,7 @@ add_candidates(List **cands, RangeVar *rv, bool partition)
 		c = palloc0(sizeof(Candidate));
 		c->relid = lfirst_oid(lc);
 		c->partition = partition;
-		read_facts(root_of(c->relid), &c->root);
+		dlock_claim_ddl_read_facts(dlock_claim_ddl_root_of(c->relid), &c->root);
 		*cands = lappend(*cands, c);
 	}
 	list_free(relids);
@@ -382,7 +371,7 @@ claims_follow_attach(void)
 
 		CHECK_FOR_INTERRUPTS();
 		if (get_rel_relkind(relids[i]) == '\0' ||
-			(root = root_of(relids[i])) == relids[i])
+			(root = dlock_claim_ddl_root_of(relids[i])) == relids[i])
 			continue;
 		nkeys = (int) dlock_claim_store_keys_of(relids[i], &keys, &fulls);
 		(void) move_claims(relids[i], root, keys, nkeys);
@@ -392,8 +381,8 @@ claims_follow_attach(void)
 }
 
 /* Forget every claim of table relid: its keys no longer name its rows. */
-static void
-claims_forget(Oid relid)
+void
+dlock_claim_ddl_forget(Oid relid)
 {
 	DlockSpi	spi;
 
@@ -507,166 +496,20 @@ dlock_claim_ddl_end(Node *parsetree)
 			if (p->partition && p->root.exists &&
 				p->root.relid == before->relid && p->relid != before->relid &&
 				get_rel_relkind(p->relid) != '\0' &&
-				root_of(p->relid) == p->relid)
+				dlock_claim_ddl_root_of(p->relid) == p->relid)
 				claims_follow_detach(before->relid, p->relid);
 		}
 
 		/* its key */
-		read_facts(before->relid, &now);
+		dlock_claim_ddl_read_facts(before->relid, &now);
 		if (now.exists && now.root == now.relid &&
 			(now.attnum != before->attnum || now.type != before->type ||
 			 now.typmod != before->typmod ||
 			 (before->attnum != 0 &&
 			  key_retyped_using(cmds, ncmds, c->relid, before->attname))))
-			claims_forget(now.relid);
+			dlock_claim_ddl_forget(now.relid);
 	}
 	claims_follow_attach();
 	pfree(b->cands);
 	pfree(b);
-}
-
-/* whether type is, or contains, the type part (domains, arrays, rows, ranges) */
-static bool
-type_contains(Oid type, Oid part, int depth)
-{
-	check_stack_depth();
-	if (type == part)
-		return true;
-	if (depth > 16)
-		return true;			/* unlikely; err on the safe side */
-	switch (get_typtype(type))
-	{
-		case TYPTYPE_DOMAIN:
-			return type_contains(getBaseType(type), part, depth + 1);
-		case TYPTYPE_RANGE:
-			return type_contains(get_range_subtype(type), part, depth + 1);
-		case TYPTYPE_MULTIRANGE:
-			return type_contains(get_multirange_range(type), part, depth + 1);
-		case TYPTYPE_COMPOSITE:
-			{
-				TupleDesc	td = lookup_rowtype_tupdesc(type, -1);
-				bool		found = false;
-
-				for (int i = 0; i < td->natts && !found; i++)
-				{
-					Form_pg_attribute att = TupleDescAttr(td, i);
-
-					if (!att->attisdropped)
-						found = type_contains(att->atttypid, part, depth + 1);
-				}
-				ReleaseTupleDesc(td);
-				return found;
-			}
-		default:
-			if (OidIsValid(get_element_type(type)))
-				return type_contains(get_element_type(type), part, depth + 1);
-			return false;
-	}
-}
-
-/* the first column of a query run as the caller, as oids */
-static int
-oid_query(const char *sql, Oid **oids)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	int			n;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "dlock query failed: %s", sql);
-	n = (int) SPI_processed;
-	*oids = MemoryContextAlloc(cxt, sizeof(Oid) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		(*oids)[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-													SPI_tuptable->tupdesc, 1,
-													&isnull));
-	}
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
-	return n;
-}
-
-/*
- * ddl_command_end of ALTER TYPE ... RENAME VALUE: a label of an enum type
- * (the one pg_event_trigger_ddl_commands() names) was renamed from oldval
- * to newval.  The tables keyed by the enum rename their claim keys; those
- * whose key type only contains it forget their claims.
- */
-void
-dlock_claim_ddl_enum_renamed(const char *oldval, const char *newval)
-{
-	Oid		   *types;
-	Oid		   *relids;
-	int			n;
-
-	if (oid_query("SELECT objid FROM pg_catalog.pg_event_trigger_ddl_commands()"
-				  " WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass",
-				  &types) != 1)
-		return;
-	/* the roots of partition trees, and plain tables, with a primary key */
-	n = oid_query("SELECT i.indrelid FROM pg_catalog.pg_index i"
-				  "  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.indrelid"
-				  " WHERE i.indisprimary AND NOT c.relispartition"
-				  "   AND i.indnkeyatts OPERATOR(pg_catalog.=) 1"
-				  " ORDER BY 1",
-				  &relids);
-	for (int i = 0; i < n; i++)
-	{
-		KeyFacts	f;
-
-		CHECK_FOR_INTERRUPTS();
-		read_facts(relids[i], &f);
-		if (!f.exists || f.attnum == 0 || !type_contains(f.type, types[0], 0))
-			continue;
-
-		/* every claim of the tree is committed, and none starts, until we end */
-		if (get_rel_relkind(f.relid) == RELKIND_PARTITIONED_TABLE)
-			list_free(find_all_inheritors(f.relid, ExclusiveLock, NULL));
-		else
-			LockRelationOid(f.relid, ExclusiveLock);
-		if (getBaseType(f.type) == types[0])
-		{
-			text	   *from = dlock_claim_key_id(cstring_to_text(oldval));
-			text	   *to_full = cstring_to_text(newval);
-			text	   *to = dlock_claim_key_id(to_full);
-			DlockKeyLock a = dlock_claim_keylock(f.relid, from);
-			DlockKeyLock b = dlock_claim_keylock(f.relid, to);
-			DlockSpi	spi;
-
-			dlock_key_lock(&a, ExclusiveLock);
-			dlock_key_lock(&b, ExclusiveLock);
-			dlock_spi_begin(&spi);
-			(void) dlock_claim_store_rekey(f.relid, from, to,
-										   to == to_full ? NULL : to_full);
-			dlock_spi_end(&spi);
-			dlock_claim_returns_bump();
-		}
-		else
-			claims_forget(f.relid);
-	}
-}
-
-/* sql_drop: the dropped tables forget their claims */
-void
-dlock_claim_ddl_dropped(void)
-{
-	Oid		   *relids;
-	int			n;
-	DlockSpi	spi;
-
-	n = oid_query("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects()"
-				  " WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
-				  "   AND objsubid OPERATOR(pg_catalog.=) 0"
-				  "   AND object_type IN ('table', 'partitioned table')",
-				  &relids);
-	if (n == 0 || !OidIsValid(get_relname_relid("claim",
-												 get_namespace_oid(DLOCK_SCHEMA, true))))
-		return;
-	dlock_spi_begin(&spi);
-	(void) dlock_claim_store_forget(relids, n);
-	dlock_spi_end(&spi);
 }
