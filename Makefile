@@ -32,6 +32,9 @@ OBJS = \
 	src/claim_query.o \
 	src/claim_plan.o \
 	src/claim_target.o \
+	src/claim_key.o \
+	src/claim_ddl.o \
+	src/claim_ddl_type.o \
 	src/claim_sql.o \
 	src/views_sql.o
 

@@ -20,3 +20,123 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claim(text, text, integer, interval, text, text, integer) IS
 'never claims: catches a quoted table name as first argument, with an error whose hint shows the call to write, dlock_claim(NULL::table, ...)';
+-- ==== Claims of long keys (issue 24) ====
+
+-- A key text longer than 1,024 bytes (or beginning with the character
+-- chr(127)) is kept in dlock.claim's primary key as chr(127) and the hex
+-- SHA-256 of the text, and the text itself in long_key: every key the
+-- user's primary key accepts can be claimed, whatever the size limit of an
+-- index entry of dlock.claim (claim_key.c).  Existing rows are rewritten
+-- that way (0.3 could hold texts up to about 2,700 bytes).
+ALTER TABLE dlock.claim ADD COLUMN long_key text COLLATE "C";
+COMMENT ON COLUMN dlock.claim.long_key IS
+'the key text of a row whose key (column key) is the digest of a long text';
+UPDATE dlock.claim
+   SET long_key = key,
+       key = pg_catalog.chr(127) OPERATOR(pg_catalog.||)
+             pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(key,
+                 pg_catalog.getdatabaseencoding())), 'hex')
+ WHERE pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 1024
+    OR pg_catalog.left(key, 1) OPERATOR(pg_catalog.=) pg_catalog.chr(127);
+
+-- the dead claims show the key text
+CREATE OR REPLACE VIEW dlock_dead_claims WITH (security_barrier = true) AS
+    SELECT c.relid::pg_catalog.regclass AS table_name,
+           COALESCE(c.long_key, c.key) AS key,
+           c.attempts,
+           c.holder AS last_holder,
+           c.claimed_at AS last_claimed_at,
+           c.poisoned_at
+      FROM dlock.claim c
+     WHERE c.poisoned_at IS NOT NULL
+       AND (pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE')
+            OR (EXISTS (SELECT 1 FROM pg_catalog.pg_authid a
+                         WHERE a.oid OPERATOR(pg_catalog.=) c.owner
+                           AND pg_catalog.pg_has_role(a.oid, 'USAGE'))
+                AND pg_catalog.has_table_privilege(c.relid, 'SELECT')));
+
+-- (end of claims of long keys)
+
+-- ==== Claims through DDL (issue 24) ====
+
+-- A row keeps one claim, and a claim names one row, whatever DDL does to
+-- the row's table: claims follow partitions detached and attached and enum
+-- labels renamed; a table whose primary key changes what it names (another
+-- column or type, ALTER COLUMN ... TYPE ... USING) forgets its claims; a
+-- dropped table's claims go with it (claim_ddl.c).  The triggers run as the
+-- user who runs the DDL; dlock's own queries run as dlock's owner.  The end
+-- trigger reads the claims while the statement holds its locks, so no claim
+-- of the table escapes it.
+CREATE FUNCTION dlock_claim_ddl_start()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'dlock_claim_ddl_start_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_ddl_start() IS
+'event trigger (ddl_command_start of ALTER TABLE): notes what names the rows of every table with claims';
+
+CREATE FUNCTION dlock_claim_ddl_end()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'dlock_claim_ddl_end_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_ddl_end() IS
+'event trigger (ddl_command_end of ALTER TABLE and ALTER TYPE): claims follow their rows through DDL';
+
+CREATE FUNCTION dlock_claim_ddl_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'dlock_claim_ddl_drop_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_ddl_drop() IS
+'event trigger (sql_drop): the claims of dropped tables go with them';
+
+CREATE EVENT TRIGGER dlock_claim_ddl_start ON ddl_command_start
+  WHEN TAG IN ('ALTER TABLE')
+  EXECUTE FUNCTION dlock_claim_ddl_start();
+CREATE EVENT TRIGGER dlock_claim_ddl_end ON ddl_command_end
+  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')
+  EXECUTE FUNCTION dlock_claim_ddl_end();
+CREATE EVENT TRIGGER dlock_claim_ddl_drop ON sql_drop
+  EXECUTE FUNCTION dlock_claim_ddl_drop();
+
+-- (end of claims through DDL)
+
+-- ==== Claims and row-level security (issue 24) ====
+
+-- No claim function tells a role anything about rows it cannot see.
+-- dlock_claim's query passes its per-row check a ticket (a parameter that
+-- SQL in a caller's filter cannot name); called any other way,
+-- dlock_claim_unheld is true only for a row the caller can see (SELECT as
+-- the caller: row-level security and column privileges apply).
+CREATE FUNCTION dlock_claim_unheld(tbl pg_catalog.regclass, key anyelement, ticket bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_claim_unheld_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
+'the per-row check of dlock_claim''s query (with its ticket); with any other ticket, as dlock_claim_unheld(tbl, key)';
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
+'true when the caller can see the row of tbl with this primary key and no live claim and no poison mark is on it';
+
+-- dlock_claims() and dlock_dead_claims() show claims only on rows the
+-- caller can see where row-level security applies to it (views_sql.c);
+-- the dead claims are read through a function, as the live ones are.
+CREATE FUNCTION dlock_dead_claims(OUT table_name pg_catalog.regclass, OUT key text,
+                                  OUT attempts integer, OUT last_holder text,
+                                  OUT last_claimed_at timestamptz,
+                                  OUT poisoned_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_dead_claims_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_dead_claims() IS
+'claims set aside after max_attempts deliveries that the caller may see (the rows of the dlock_dead_claims view)';
+CREATE OR REPLACE VIEW dlock_dead_claims WITH (security_barrier = true) AS
+    SELECT d.table_name, d.key COLLATE "C" AS key, d.attempts, d.last_holder,
+           d.last_claimed_at, d.poisoned_at
+      FROM dlock_dead_claims() d;
+COMMENT ON VIEW dlock_dead_claims IS 'rows no longer handed out because they were claimed max_attempts times (those of roles whose privileges you have, on tables you can read, on rows you can see)';
+COMMENT ON VIEW dlock_claims IS 'one row per unexpired claim (of roles whose privileges you have, on tables you can read, on rows you can see)';
+
+-- (end of claims and row-level security)

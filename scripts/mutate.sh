@@ -62,13 +62,13 @@ views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@
 no-claim-recheck@src/claim.c@\t\t\tif (!found[k])\n\t\t\t\tcc->fresh = true;@\t\t\tif (true)\n\t\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
 no-claim-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
 no-row-check@src/claim.c@\t\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\t\theld = false;\n\t\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
-hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\t/* only its own@\tdlock_spi_begin(&spi);\n\t/* only its own@regress:claim_ranges
+hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges
 hints-outlive-rollback@src/claim_plan.c@\t\tif (event == XACT_EVENT_ABORT)\n\t\t\tforget_hint(up);@\t\t(void) 0;@regress:claim_ranges
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
 no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
 hints-outlive-savepoint@src/claim_plan.c@\tif (event != SUBXACT_EVENT_ABORT_SUB)\n\t\treturn;@\treturn;@regress:claim_ranges
-views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, spi.caller, dlock_lease_store_read_live(), 3, 0);@emit_visible(fcinfo, spi.caller, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0);@isolation:views_latest
-views-claims-own-snapshot@src/views_sql.c@emit_visible(fcinfo, spi.caller, dlock_claim_store_read_live(), 4, 1);@emit_visible(fcinfo, spi.caller, (SPI_execute("SELECT relid::regclass, key, holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1);@isolation:views_latest
+views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0, 0);@isolation:views_latest
+views-claims-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT relid::regclass, COALESCE(long_key, key), holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1, 2);@isolation:views_latest
 no-waiters-shown@src/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
 cleanup-deletes-live-leases@src/lease.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
 cleanup-deletes-live-claims@src/claim_manage.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
@@ -82,8 +82,21 @@ claims-first-chunk-only@src/claim_manage.c@for (int start = 0; start < n; start 
 no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises
 no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises
 no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises
-claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings)@\tif (false)@regress:claim_keys
-claim-fence-unlocked@src/claim_manage.c@\tdlock_key_lock(&kl, ShareLock);\n\tok = dlock_claim_store_held(@\tok = dlock_claim_store_held(@tap:075_two_phase
+claim-keys-as-written@src/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys
+claim-fence-unlocked@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
+targets-miss-schema-rename@src/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-stay-in-detached-rows-tree@src/claim_ddl.c@\t\t\t\tclaims_follow_detach(before->relid, p->relid);@\t\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-outlive-key-change@src/claim_ddl.c@\t\t\tdlock_claim_ddl_forget(now.relid);@\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-miss-enum-rename@src/claim_ddl_type.c@\t\tif (getBaseType(f.type) == types[0])@\t\tif (false)@regress:claim_ddl isolation:claim_ddl_sessions
+fence-on-rowless-key@src/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
+long-keys-inline@src/claim_key.c@\tif (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&@\tif (true &&@regress:claim_long_keys
+long-key-text-lost@src/claim_store.c@isnull[Anum_long_key - 1] = fulls[i] == keys[i];@isnull[Anum_long_key - 1] = true;@regress:claim_long_keys
+unheld-tells-hidden-rows@src/claim.c@\tif (!dlock_claim_row_visible(t, value, type))\n\t\treturn true;@\tif (false)\n\t\treturn true;@regress:claim_rls isolation:claim_rls_wait
+unheld-ticket-ignored@src/claim.c@\tif (ticket != NULL && *ticket == claim_ticket())@\tif (true)@regress:claim_rls
+views-ignore-row-security@src/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, caller, true) == RLS_ENABLED &&@\t\t\t\t\tfalse &&@regress:claim_rls
+fence-waits-for-hidden-rows@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
+unclaim-all-keys-at-once@src/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
+release-all-keys-at-once@src/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
 EOF
 )
 

@@ -678,7 +678,7 @@ INSERT INTO pg_temp.cases (grp, call, expected) VALUES
   ('direct', $$DELETE FROM dlock_locks$$, '55000'),
   ('direct', $$UPDATE dlock_claims SET holder = 'b'$$, '55000'),
   ('direct', $$DELETE FROM dlock_claims$$, '55000'),
-  ('direct', $$DELETE FROM dlock_dead_claims$$, '42501'),
+  ('direct', $$DELETE FROM dlock_dead_claims$$, '55000'),
   ('direct', $$CREATE OR REPLACE VIEW public.dlock_locks AS SELECT * FROM public.dlock_locks WHERE false$$, '42501'),
   ('direct', $$ALTER VIEW public.dlock_claims RENAME TO hostile_claims$$, '42501'),
   ('direct', $$DROP VIEW public.dlock_locks$$, '42501'),

@@ -63,7 +63,8 @@
 /* one candidate row of a claim */
 typedef struct Candidate
 {
-	text	   *key;
+	text	   *key;			/* its claim key (dlock_claim_key_id) */
+	text	   *full;			/* its key text */
 	Datum		row;			/* whole-row datum from the user's table */
 	bool		locked;			/* we took its key lock */
 	bool		fresh;			/* no claim row: claimable without a key lock */
@@ -205,6 +206,7 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 			 Oid role, int64 token, TimestampTz now, int64 *redelivered)
 {
 	text	  **fresh = palloc(sizeof(text *) * Max(n, 1));
+	text	  **fresh_full = palloc(sizeof(text *) * Max(n, 1));
 	text	  **again = palloc(sizeof(text *) * Max(n, 1));
 	int			nfresh = 0;
 	int			nagain = 0;
@@ -217,15 +219,18 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 		if (c[i].has_row)
 			again[nagain++] = c[i].key;
 		else
+		{
+			fresh_full[nfresh] = c[i].full;
 			fresh[nfresh++] = c[i].key;
+		}
 	}
 
 	if (nfresh > 0)
 	{
 		/* no claim row yet: every one of them is written (claim_store.c) */
-		dlock_claim_store_insert(req->target->claim_relid, fresh, nfresh, req->holder,
-								 role, token, req->ttl_us, now,
-								 now + req->ttl_us);
+		dlock_claim_store_insert(req->target->claim_relid, fresh, fresh_full,
+								 nfresh, req->holder, role, token, req->ttl_us,
+								 now, now + req->ttl_us);
 		for (int i = 0; i < n; i++)
 		{
 			if (c[i].claimable && !c[i].has_row)
@@ -273,6 +278,7 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 typedef struct ActiveClaim
 {
 	const ClaimTarget *target;
+	int64		ticket;			/* what its query passes dlock_claim_unheld */
 	DlockClaimProbe *probe;
 	MemoryContext cxt;			/* the claim's, for lead_last */
 	bool		leading;		/* every row checked so far was held */
@@ -309,46 +315,73 @@ note_checked(ActiveClaim *a, bool held, TimestampTz settled_until,
 }
 
 /*
- * Whether a live or poisoned claim holds the row of table claim_relid
- * whose primary key is value (of type type): the check the claim query
- * runs on every row its scan reaches (dlock_claim_unheld).  Inside a
- * claim on that table it uses the claim's open probe; called on its own,
- * it needs what dlock_claim needs of the caller.
+ * The ticket of this backend's claim queries: a secret that dlock_claim's
+ * own query passes dlock_claim_unheld as a parameter ($2), which SQL in a
+ * caller's filter cannot name (filters may not refer to parameters).
+ */
+static int64
+claim_ticket(void)
+{
+	static int64 ticket = 0;
+
+	while (ticket == 0)
+	{
+		if (!pg_strong_random(&ticket, sizeof(ticket)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate a random number")));
+	}
+	return ticket;
+}
+
+/*
+ * Whether a live or poisoned claim holds the row of table relid whose
+ * primary key is value (of type type): the check the claim query runs on
+ * every row its scan reaches (dlock_claim_unheld, with the claim's
+ * ticket), through the claim's open probe.  Any other call (no ticket, or
+ * not the claim's: SQL of the caller's, in a filter too) needs what
+ * dlock_claim needs of the caller, and tells only of rows the caller can
+ * see: a row it cannot see (row-level security), or that does not exist,
+ * is "held".
  */
 bool
-dlock_claim_row_held(Oid claim_relid, Datum value, Oid type)
+dlock_claim_row_held(Oid relid, Datum value, Oid type, const int64 *ticket)
 {
 	const ClaimTarget *t = NULL;
-	ActiveClaim *a;
+	ActiveClaim *a = NULL;
 	DlockClaimProbe *probe;
 	TimestampTz settled_until;
 	text	   *key;
 	int			io;
 	bool		held;
 
-	for (a = active_claims; a != NULL; a = a->next)
-		if (a->target->claim_relid == claim_relid && a->target->pk_type == type)
-			break;
-	t = a ? a->target : dlock_claim_target_for_rel(claim_relid);
-	if (a == NULL)
-		dlock_claim_check_access(t, "dlock_claim_unheld()");
-	if (a != NULL && !t->io_needs_pin)
-		key = dlock_claim_key_text(t, value, type); /* the hot path */
-	else
-	{
-		io = dlock_claim_io_begin(t, type);
-		/* called from SQL by the user, with a key written their way */
-		key = a != NULL ? dlock_claim_key_text(t, value, type) :
-			dlock_claim_key_text_of_arg(t, value, type);
-		dlock_claim_io_end(io);
-	}
+	if (ticket != NULL && *ticket == claim_ticket())
+		for (a = active_claims; a != NULL; a = a->next)
+			if (a->target->claim_relid == relid && a->target->pk_type == type)
+				break;
 	if (a != NULL)
 	{
+		t = a->target;
+		if (!t->io_needs_pin)
+			key = dlock_claim_key_id(dlock_claim_key_text(t, value, type)); /* the hot path */
+		else
+		{
+			io = dlock_claim_io_begin(t, type);
+			key = dlock_claim_key_id(dlock_claim_key_text(t, value, type));
+			dlock_claim_io_end(io);
+		}
 		held = dlock_claim_probe_held(a->probe, key, &settled_until);
 		note_checked(a, held, settled_until, value);
 		return held;
 	}
 
+	/* called from SQL by the user, with a key written their way */
+	t = dlock_claim_target_for_rel(relid, "dlock_claim_unheld()");
+	if (!dlock_claim_row_visible(t, value, type))
+		return true;
+	io = dlock_claim_io_begin(t, type);
+	key = dlock_claim_key_text_of_arg(t, value, type, NULL);
+	dlock_claim_io_end(io);
 	probe = dlock_claim_probe_begin(t->claim_relid);
 	held = dlock_claim_probe_held(probe, key, &settled_until);
 	dlock_claim_probe_end(probe);
@@ -368,7 +401,7 @@ fetch_candidates(const ClaimRequest *req, ClaimPlan *cp, Datum tried,
 	const ClaimTarget *t = req->target;
 	MemoryContext cxt = CurrentMemoryContext;
 	ActiveClaim me;
-	Datum		values[2];
+	Datum		values[3];
 	bool		bounded;
 	uint64		returns;
 	SPIPlanPtr	plan;
@@ -380,9 +413,11 @@ fetch_candidates(const ClaimRequest *req, ClaimPlan *cp, Datum tried,
 	int			io;
 
 	values[0] = tried;
-	plan = dlock_claim_plan_choose(cp, req, &values[1], &bounded, &returns);
+	values[1] = Int64GetDatum(claim_ticket());
+	plan = dlock_claim_plan_choose(cp, req, &values[2], &bounded, &returns);
 
 	me.target = t;
+	me.ticket = claim_ticket();
 	me.probe = dlock_claim_probe_begin(t->claim_relid);
 	me.cxt = cxt;
 	me.leading = dlock_claim_plan_steps(cp);
@@ -431,7 +466,8 @@ fetch_candidates(const ClaimRequest *req, ClaimPlan *cp, Datum tried,
 
 		c[i].row = SPI_getbinval(tab->vals[i], tab->tupdesc, 1, &isnull);
 		pks[i] = SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull);
-		c[i].key = dlock_claim_key_text(t, pks[i], t->pk_type);
+		c[i].full = dlock_claim_key_text(t, pks[i], t->pk_type);
+		c[i].key = dlock_claim_key_id(c[i].full);
 	}
 	dlock_claim_io_end(io);
 	*cp_out = c;

@@ -11,12 +11,21 @@
 #include "access/attnum.h"
 #include "fmgr.h"
 #include "access/tupdesc.h"
+#include "nodes/nodes.h"
 #include "utils/tuplestore.h"
 
 #include "dlock.h"
 #include "keylock.h"
 
 #define DLOCK_MAX_CLAIM_BATCH	1000
+
+/*
+ * Key texts longer than this are kept in dlock.claim's primary key as a
+ * digest (claim_key.c): any key the user's primary key accepts can be
+ * claimed, whatever the limit of an index entry of dlock.claim.
+ */
+#define DLOCK_CLAIM_KEY_INLINE_BYTES	1024
+#define DLOCK_CLAIM_KEY_DIGEST_MARK		'\x7f'
 
 /* A table that rows can be claimed from, and how to name its rows. */
 typedef struct ClaimTarget
@@ -34,6 +43,7 @@ typedef struct ClaimTarget
 	bool		pk_spellings;	/* equal keys can be written differently */
 	Oid			pk_array_type;
 	char	   *pk_eq_op;		/* OPERATOR(schema.=) of the primary key */
+	Oid			pk_eq_proc;		/* and its function */
 	char	   *pk_lt_op;		/* its type's default < and > (NULL: none) */
 	char	   *pk_gt_op;
 	char	   *pk_attname;		/* unquoted names, as order_by spells them */
@@ -45,17 +55,35 @@ typedef struct ClaimTarget
 	Oid			pk_in_fn;
 	Oid			pk_ioparam;
 	bool		io_needs_pin;	/* its text form depends on settings */
+	uint64		generation;		/* unique to this build of the target */
+	Oid		   *ancestors;		/* its partition ancestors, root last */
+	int			nancestors;
+	struct
+	{
+		int			cacheid;	/* a syscache entry it was built from */
+		uint32		hashvalue;
+	}			deps[8];
+	int			ndeps;
 	bool		stale;			/* invalidated: rebuild on next lookup */
 } ClaimTarget;
 
 /* claim_target.c */
-extern const ClaimTarget *dlock_claim_target_for_type(Oid rowtype);
-extern const ClaimTarget *dlock_claim_target_for_rel(Oid relid);
+extern const ClaimTarget *dlock_claim_target_for_type(Oid rowtype,
+													  const char *fn);
+extern const ClaimTarget *dlock_claim_target_for_rel(Oid relid,
+													 const char *fn);
 extern void dlock_claim_check_access(const ClaimTarget *t, const char *fn);
+
+/* claim_key.c */
+extern bool dlock_claim_type_io_stable(Oid type);
+extern text *dlock_claim_key_id(text *key);
 extern text *dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type);
 extern text *dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value,
-										 Oid type);
+										 Oid type, bool *exists);
 extern Datum dlock_claim_key_value(const ClaimTarget *t, text *key);
+extern bool dlock_claim_key_in(const ClaimTarget *t, Oid relid, text *key);
+extern bool dlock_claim_row_visible(const ClaimTarget *t, Datum value,
+									Oid type);
 extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
 extern int	dlock_claim_io_begin(const ClaimTarget *t, Oid other_type);
 extern void dlock_claim_io_end(int nestlevel);
@@ -99,8 +127,16 @@ extern void dlock_claim_returns_bump(void);
 extern void dlock_claim_plan_shmem_request(void);
 extern void dlock_claim_plan_shmem_startup(void);
 
+/* claim_ddl.c */
+extern void dlock_claim_ddl_start(Node *parsetree);
+extern void dlock_claim_ddl_end(Node *parsetree);
+extern void dlock_claim_ddl_enum_renamed(const char *oldval,
+										 const char *newval);
+extern void dlock_claim_ddl_dropped(void);
+
 /* claim.c */
-extern bool dlock_claim_row_held(Oid claim_relid, Datum value, Oid type);
+extern bool dlock_claim_row_held(Oid relid, Datum value, Oid type,
+								 const int64 *ticket);
 extern void dlock_claim_rows(const ClaimRequest *req,
 							 Tuplestorestate *out, TupleDesc outdesc);
 extern bool dlock_claim_check(const ClaimTarget *t, text *key, text *holder);

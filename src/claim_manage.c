@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -48,9 +49,20 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 	/*
 	 * Lock first, then one read: completions call this once per row, and the
 	 * only transactions that can make it wait (a claimer taking over an
-	 * expired claim, an unclaim) are short.
+	 * expired claim, an unclaim) are short.  If the lock is busy, wait for it
+	 * only for a claim the caller holds (read first without the lock): how
+	 * long a fence takes must not tell a role that someone is working on a
+	 * row it does not hold, and may not see.
 	 */
-	dlock_key_lock(&kl, ShareLock);
+	if (!dlock_key_trylock(&kl, ShareLock))
+	{
+		if (!dlock_claim_store_held(t->claim_relid, key, holder, GetUserId()))
+		{
+			dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
+			return false;
+		}
+		dlock_key_lock(&kl, ShareLock);
+	}
 	ok = dlock_claim_store_held(t->claim_relid, key, holder, GetUserId());
 	if (!ok)
 	{
@@ -100,6 +112,7 @@ static int64
 write_in_chunks(Oid relid, text **keys, int n, LOCKMODE mode,
 				ChunkWriter writer, void *arg)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	int64		total = 0;
 
 	for (int start = 0; start < n; start += KEY_CHUNK)
@@ -108,6 +121,8 @@ write_in_chunks(Oid relid, text **keys, int n, LOCKMODE mode,
 
 		lock_keys(relid, keys + start, m, mode);
 		total += writer(relid, keys + start, m, arg);
+		/* SPI returns in its procedure's context: allocate in ours */
+		MemoryContextSwitchTo(cxt);
 		unlock_keys(relid, keys + start, m, mode);
 	}
 	return total;
@@ -119,6 +134,96 @@ typedef struct HolderArg
 	Oid			role;
 	int64		ttl_us;
 } HolderArg;
+
+/*
+ * Write, a page of KEY_CHUNK keys at a time, the live claims of the holder
+ * on table relid, read page by page in key order: neither the keys of a
+ * million claims nor their locks are ever held at once.
+ */
+static int64
+write_holder_pages(Oid relid, HolderArg *h, LOCKMODE mode, ChunkWriter writer)
+{
+	MemoryContext page_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												   "dlock claim page",
+												   ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old;
+	text	   *after = NULL;
+	int64		total = 0;
+	int			n;
+
+	do
+	{
+		text	  **keys;
+
+		CHECK_FOR_INTERRUPTS();
+		old = MemoryContextSwitchTo(page_cxt);
+		keys = dlock_claim_store_holder_page(relid, h->holder, h->role, after,
+											 KEY_CHUNK, &n);
+		total += write_in_chunks(relid, keys, n, mode, writer, h);
+		MemoryContextSwitchTo(old);
+		if (after)
+			pfree(after);
+		after = n > 0 ? DatumGetTextPCopy(PointerGetDatum(keys[n - 1])) : NULL;
+		MemoryContextReset(page_cxt);
+	} while (n == KEY_CHUNK);
+	MemoryContextDelete(page_cxt);
+	return total;
+}
+
+/*
+ * Write the claims of keys (sorted, without duplicates), KEY_CHUNK at a
+ * time: pick(relid, chunk) chooses those of a chunk to write (sorted).
+ */
+typedef text **(*ChunkPicker) (Oid relid, text **keys, int n, int *npicked,
+							   void *arg);
+
+static int64
+write_given_keys(Oid relid, text **keys, int nkeys, LOCKMODE mode,
+				 ChunkPicker pick, ChunkWriter writer, void *arg)
+{
+	MemoryContext page_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												   "dlock claim page",
+												   ALLOCSET_DEFAULT_SIZES);
+	int64		total = 0;
+
+	for (int start = 0; start < nkeys; start += KEY_CHUNK)
+	{
+		MemoryContext old = MemoryContextSwitchTo(page_cxt);
+		int			npicked;
+		text	  **picked;
+
+		CHECK_FOR_INTERRUPTS();
+		picked = pick(relid, keys + start, Min(KEY_CHUNK, nkeys - start),
+					  &npicked, arg);
+		total += write_in_chunks(relid, picked, npicked, mode, writer, arg);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(page_cxt);
+	}
+	MemoryContextDelete(page_cxt);
+	return total;
+}
+
+/* of these keys, those of the holder's live claims */
+static text **
+pick_holder_keys(Oid relid, text **keys, int n, int *npicked, void *arg)
+{
+	HolderArg  *h = (HolderArg *) arg;
+	text	  **picked = dlock_claim_store_holder_keys(relid, h->holder, h->role,
+													   keys, n, npicked);
+
+	SPI_freetuptable(SPI_tuptable);
+	return picked;
+}
+
+/* of these keys, those that have claim rows */
+static text **
+pick_existing_keys(Oid relid, text **keys, int n, int *npicked, void *arg)
+{
+	text	  **picked = dlock_claim_store_existing_keys(relid, keys, n, npicked);
+
+	SPI_freetuptable(SPI_tuptable);
+	return picked;
+}
 
 /* give back the holder's live claims on these keys (locked) */
 static int64
@@ -142,14 +247,16 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 
 	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
-	/* only its own live claims' keys: a caller cannot lock others' rows */
-	keys = dlock_claim_store_holder_keys(t->claim_relid, holder, spi.caller, keys,
-										 keys ? dlock_sort_unique_keys(keys, nkeys) : 0,
-										 &nkeys);
 	arg.holder = holder;
 	arg.role = spi.caller;
-	n = write_in_chunks(t->claim_relid, keys, nkeys, ExclusiveLock,
-						give_back_holder_claims, &arg);
+	/* only its own live claims' keys: a caller cannot lock others' rows */
+	if (keys == NULL)
+		n = write_holder_pages(t->claim_relid, &arg, ExclusiveLock,
+							   give_back_holder_claims);
+	else
+		n = write_given_keys(t->claim_relid, keys,
+							 dlock_sort_unique_keys(keys, nkeys), ExclusiveLock,
+							 pick_holder_keys, give_back_holder_claims, &arg);
 	dlock_spi_end(&spi);
 	return n;
 }
@@ -231,19 +338,14 @@ int64
 dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
 {
 	DlockSpi	spi;
-	text	  **keys;
-	int			nkeys;
 	int64		n;
 	HolderArg	arg;
 
 	dlock_spi_begin(&spi);
-	keys = dlock_claim_store_holder_keys(t->claim_relid, holder, spi.caller,
-										 NULL, 0, &nkeys);
 	arg.holder = holder;
 	arg.role = spi.caller;
 	arg.ttl_us = ttl_us;
-	n = write_in_chunks(t->claim_relid, keys, nkeys, ShareLock,
-						renew_holder_claims, &arg);
+	n = write_holder_pages(t->claim_relid, &arg, ShareLock, renew_holder_claims);
 	dlock_spi_end(&spi);
 	return n;
 }
@@ -265,40 +367,66 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
 	/* only the keys that have claim rows, in order */
-	keys = dlock_claim_store_existing_keys(t->claim_relid, keys, nkeys, &nkeys);
-	n = write_in_chunks(t->claim_relid, keys, nkeys, ExclusiveLock,
-						delete_claims, NULL);
+	n = write_given_keys(t->claim_relid, keys, dlock_sort_unique_keys(keys, nkeys),
+						 ExclusiveLock, pick_existing_keys, delete_claims, NULL);
 	dlock_spi_end(&spi);
 	return n;
 }
 
-/* dlock_release_all's part: give back every live claim of holder and role */
+/*
+ * dlock_release_all's part: give back every live claim of holder and role,
+ * read a page of KEY_CHUNK at a time in table and key order.
+ */
 int64
 dlock_claim_release_all(text *holder)
 {
 	DlockSpi	spi;
-	uint64		nrows;
-	Oid		   *relids;
-	text	  **keys;
+	MemoryContext page_cxt;
+	Oid			after_relid = InvalidOid;
+	text	   *after_key = NULL;
 	int64		n = 0;
-	uint64		start = 0;
+	int			nrows;
 	HolderArg	arg;
 
 	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
 	arg.holder = holder;
 	arg.role = spi.caller;
-	nrows = dlock_claim_store_holder_all(holder, spi.caller, &keys, &relids);
-	/* one table at a time, keys in order */
-	for (uint64 i = 1; i <= nrows; i++)
+	page_cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock claim page",
+									 ALLOCSET_DEFAULT_SIZES);
+	do
 	{
-		if (i == nrows || relids[i] != relids[start])
+		MemoryContext old = MemoryContextSwitchTo(page_cxt);
+		Oid		   *relids;
+		text	  **keys;
+		int			start = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		nrows = dlock_claim_store_holder_all_page(holder, spi.caller, after_relid,
+												  after_key, KEY_CHUNK, &keys,
+												  &relids);
+		/* one table at a time, keys in order */
+		for (int i = 1; i <= nrows; i++)
 		{
-			n += write_in_chunks(relids[start], keys + start, (int) (i - start),
-								 ExclusiveLock, give_back_holder_claims, &arg);
-			start = i;
+			if (i == nrows || relids[i] != relids[start])
+			{
+				n += write_in_chunks(relids[start], keys + start, i - start,
+									 ExclusiveLock, give_back_holder_claims, &arg);
+				start = i;
+			}
 		}
-	}
+		MemoryContextSwitchTo(old);
+		if (after_key)
+			pfree(after_key);
+		after_key = NULL;
+		if (nrows > 0)
+		{
+			after_relid = relids[nrows - 1];
+			after_key = DatumGetTextPCopy(PointerGetDatum(keys[nrows - 1]));
+		}
+		MemoryContextReset(page_cxt);
+	} while (nrows == KEY_CHUNK);
+	MemoryContextDelete(page_cxt);
 	dlock_spi_end(&spi);
 	return n;
 }

@@ -5,10 +5,15 @@
  *		and the step hints learned with them: where the held rows at the
  *		head of a plan's order end (claim.c).
  *
- * A plan is kept per backend for each distinct query text, table and key
- * type, at most MAX_CACHED_PLANS idle ones, least recently used first out;
- * a plan a claim is running (an outer call of a nested claim) is never
- * freed.
+ * A plan is kept per backend for each distinct query text and build of the
+ * table's claim target (claim_target.c rebuilds a target after any DDL
+ * that changes what it knows: names, key type, partition root), at most
+ * MAX_CACHED_PLANS idle ones, least recently used first out; a plan a
+ * claim is running (an outer call of a nested claim) is never freed.  The
+ * plans of an older build of a table's target are freed when a claim meets
+ * the new one: their text names what may no longer exist (a renamed
+ * schema) or is now another table, and their step hints are in the old
+ * key type.
  *
  * The count of give-backs that end every backend's hints lives in shared
  * memory here (none without shared_preload_libraries: then no hints).
@@ -18,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "port/atomics.h"
 #include "storage/shmem.h"
@@ -32,14 +38,14 @@
 typedef struct UserPlan
 {
 	char	   *sql;
-	Oid			relid;			/* the table and key type it was planned for */
-	Oid			pk_type;
+	Oid			relid;			/* the table it was planned for */
+	uint64		generation;		/* and the build of its target */
 	int			busy;			/* claims running it now (nested calls) */
 	SPIPlanPtr	plan;
 
 	/*
 	 * Stepping over the held rows at the head of the order (claim.c): the
-	 * same query with "pk > $2" (or < for a descending order), and the bound
+	 * same query with "pk > $3" (or < for a descending order), and the bound
 	 * learned by an earlier claim, valid until hint_until and as long as no
 	 * claim has been given back since (hint_returns).
 	 */
@@ -102,38 +108,48 @@ user_plans_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		forget_hint(lfirst(lc));
 }
 
+static void
+free_user_plan(UserPlan *up)
+{
+	SPI_freeplan(up->plan);
+	if (up->bounded)
+		SPI_freeplan(up->bounded);
+	forget_hint(up);
+	pfree(up->sql);
+	if (up->bounded_sql)
+		pfree(up->bounded_sql);
+	pfree(up);
+}
+
 /*
- * Forget the least recently used plans beyond MAX_CACHED_PLANS, but never
- * one that a claim is running right now (an outer call of a nested claim):
- * while many are busy, more are kept.
+ * Forget the least recently used plans beyond MAX_CACHED_PLANS, and the
+ * plans of table relid made for a build of its target before generation,
+ * but never one that a claim is running right now (an outer call of a
+ * nested claim): while many are busy, more are kept.
  */
 static void
-trim_user_plans(void)
+trim_user_plans(Oid relid, uint64 generation)
 {
 	int			n = list_length(user_plans);
 
-	for (int i = n - 1; i >= 0 && list_length(user_plans) > MAX_CACHED_PLANS; i--)
+	for (int i = n - 1; i >= 0; i--)
 	{
 		UserPlan   *up = list_nth(user_plans, i);
+		bool		outdated = up->relid == relid && up->generation < generation;
 
-		if (up->busy > 0)
+		if (up->busy > 0 ||
+			(!outdated && list_length(user_plans) <= MAX_CACHED_PLANS))
 			continue;
 		user_plans = list_delete_nth_cell(user_plans, i);
-		SPI_freeplan(up->plan);
-		if (up->bounded)
-			SPI_freeplan(up->bounded);
-		forget_hint(up);
-		pfree(up->sql);
-		if (up->bounded_sql)
-			pfree(up->bounded_sql);
-		pfree(up);
+		free_user_plan(up);
 	}
 }
 
 static SPIPlanPtr
 prepare_plan(const ClaimRequest *req, const char *sql, int nargs)
 {
-	Oid			types[2] = {req->target->pk_array_type, req->target->pk_type};
+	Oid			types[3] = {req->target->pk_array_type, INT8OID,
+	req->target->pk_type};
 	MemoryContext cxt = CurrentMemoryContext;
 	SPIPlanPtr	plan = NULL;
 
@@ -156,12 +172,12 @@ prepare_plan(const ClaimRequest *req, const char *sql, int nargs)
 
 /*
  * The kept plans of a claim query, marked busy until dlock_claim_plan_done.
- * Prepared once per distinct query text, table and key type in this
- * backend (at most MAX_CACHED_PLANS idle ones are kept) as generic plans:
- * the parameters, the rows already tried (nearly always none) and the step
- * bound, change nothing the planner should plan for.  A table dropped and
- * created again under the same name is another table (another relid), so
- * its plans are new ones, with its key type.
+ * Prepared once per distinct query text and build of the table's target in
+ * this backend (at most MAX_CACHED_PLANS idle ones are kept) as generic
+ * plans: the parameters, the rows already tried (nearly always none) and
+ * the step bound, change nothing the planner should plan for.  A table
+ * dropped and created again under the same name is another table (another
+ * relid), so its plans are new ones, with its key type.
  */
 ClaimPlan *
 dlock_claim_plan(const ClaimRequest *req)
@@ -182,7 +198,7 @@ dlock_claim_plan(const ClaimRequest *req)
 	foreach(lc, user_plans)
 	{
 		up = lfirst(lc);
-		if (up->relid == t->relid && up->pk_type == t->pk_type &&
+		if (up->relid == t->relid && up->generation == t->generation &&
 			strcmp(up->sql, sql) == 0)
 		{
 			if (foreach_current_index(lc) > 0)
@@ -195,11 +211,11 @@ dlock_claim_plan(const ClaimRequest *req)
 		}
 	}
 
-	plan = prepare_plan(req, sql, 1);
+	plan = prepare_plan(req, sql, 2);
 	up = MemoryContextAllocZero(TopMemoryContext, sizeof(UserPlan));
 	up->sql = MemoryContextStrdup(TopMemoryContext, sql);
 	up->relid = t->relid;
-	up->pk_type = t->pk_type;
+	up->generation = t->generation;
 	up->busy = 1;
 	up->plan = plan;
 	up->step_dir = dlock_claim_query_step(req);
@@ -211,7 +227,7 @@ dlock_claim_plan(const ClaimRequest *req)
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	user_plans = lcons(up, user_plans);
-	trim_user_plans();
+	trim_user_plans(t->relid, t->generation);
 	MemoryContextSwitchTo(old);
 	return (ClaimPlan *) up;
 }
@@ -279,7 +295,7 @@ dlock_claim_plan_choose(ClaimPlan *cp, const ClaimRequest *req, Datum *bound,
 		return up->plan;
 	}
 	if (up->bounded == NULL)
-		up->bounded = prepare_plan(req, up->bounded_sql, 2);
+		up->bounded = prepare_plan(req, up->bounded_sql, 3);
 	*bound = up->hint_bound;
 	*bounded = true;
 	return up->bounded;

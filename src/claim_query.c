@@ -168,7 +168,7 @@ dlock_check_order_by(const char *order_by)
 /*
  *	SELECT ROW(tbl.*)::schema.tbl, tbl.pk FROM [ONLY] schema.tbl
  *	 WHERE (filter) AND NOT (tbl.pk OPERATOR(s.=) ANY ($1))
- *	   AND ext.dlock_claim_unheld(claim_relid, tbl.pk)
+ *	   AND ext.dlock_claim_unheld(claim_relid, tbl.pk, $2)
  *	 ORDER BY order_by
  *	 LIMIT n
  *	 FOR UPDATE OF tbl SKIP LOCKED
@@ -179,7 +179,10 @@ dlock_check_order_by(const char *order_by)
  * the rows its scan reaches, not with the live claims of the table (until
  * ALTER EXTENSION ... UPDATE adds the function, fn_schema is NULL and
  * held rows are dropped after fetching them, in claim.c).  $1
- * holds the rows already tried in this call (usually none).  LIMIT is the
+ * holds the rows already tried in this call (usually none).  $2 is the
+ * claim's ticket (claim.c): a call of dlock_claim_unheld in the caller's
+ * filter cannot name it, so it is answered as any direct call is, never
+ * for rows the caller cannot see.  LIMIT is the
  * batch size, a constant, so that the plan is made for it; a second run
  * for the rest of a batch asks SPI for fewer rows.
  */
@@ -202,11 +205,11 @@ dlock_claim_query_sql(const ClaimRequest *req, int bound_dir)
 	appendStringInfo(&sql, " AND NOT (%s.%s %s ANY ($1))",
 					 t->relname, t->pk_colname, t->pk_eq_op);
 	if (req->fn_schema)
-		appendStringInfo(&sql, " AND %s.dlock_claim_unheld('%u'::pg_catalog.oid, %s.%s)",
+		appendStringInfo(&sql, " AND %s.dlock_claim_unheld('%u'::pg_catalog.oid, %s.%s, $2)",
 						 req->fn_schema, t->claim_relid, t->relname, t->pk_colname);
-	/* stepping over the held rows at the head of the order: after $2 */
+	/* stepping over the held rows at the head of the order: after $3 */
 	if (bound_dir != 0)
-		appendStringInfo(&sql, " AND %s.%s %s $2", t->relname, t->pk_colname,
+		appendStringInfo(&sql, " AND %s.%s %s $3", t->relname, t->pk_colname,
 						 bound_dir > 0 ? t->pk_gt_op : t->pk_lt_op);
 	if (req->order_by)
 		appendStringInfo(&sql, " ORDER BY\n%s\n", req->order_by);

@@ -9,6 +9,8 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -19,6 +21,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rls.h"
 
 #include "args.h"
 #include "claim.h"
@@ -35,26 +38,25 @@ arg_table(FunctionCallInfo fcinfo, int argno, const char *fn)
 	const ClaimTarget *t;
 
 	dlock_arg_not_null(fcinfo, argno, "table");
-	t = dlock_claim_target_for_rel(PG_GETARG_OID(argno));
-	if (fn)
-		dlock_claim_check_access(t, fn);
+	t = dlock_claim_target_for_rel(PG_GETARG_OID(argno), fn);
 	return t;
 }
 
 /*
- * The quoted schema of dlock_claim_unheld, the claim query's per-row
- * check: the schema of the calling dlock_claim.  NULL while the extension
- * is still at a version without it (0.1, 0.2: the library was updated,
- * the extension not yet): claims then check rows after fetching them.
+ * The quoted schema of dlock_claim_unheld(tbl, key, ticket), the claim
+ * query's per-row check: the schema of the calling dlock_claim.  NULL
+ * while the extension is still at a version without it (0.1 to 0.3: the
+ * library was updated, the extension not yet): claims then check rows
+ * after fetching them.
  */
 static const char *
 unheld_check_schema(Oid claim_fn)
 {
 	char	   *nsp = get_namespace_name(get_func_namespace(claim_fn));
-	Oid			argtypes[2] = {REGCLASSOID, ANYELEMENTOID};
+	Oid			argtypes[3] = {REGCLASSOID, ANYELEMENTOID, INT8OID};
 	List	   *name = list_make2(makeString(nsp), makeString("dlock_claim_unheld"));
 
-	if (!OidIsValid(LookupFuncName(name, 2, argtypes, true)))
+	if (!OidIsValid(LookupFuncName(name, 3, argtypes, true)))
 		return NULL;
 	return quote_identifier(nsp);
 }
@@ -77,11 +79,12 @@ arg_sql_text(FunctionCallInfo fcinfo, int argno, const char *what)
 
 /*
  * The key texts of the elements of an array argument; *elems_out (if
- * given) gets the elements themselves.
+ * given) gets the elements themselves, and *exists_out (if given) whether
+ * the table has a row with each key.
  */
 static text **
 arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n,
-		 Datum **elems_out)
+		 Datum **elems_out, bool **exists_out)
 {
 	ArrayType  *arr;
 	Oid			elemtype;
@@ -100,6 +103,8 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n,
 	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
 					  &elems, &nulls, n);
 	keys = palloc(sizeof(text *) * Max(*n, 1));
+	if (exists_out)
+		*exists_out = palloc(sizeof(bool) * Max(*n, 1));
 	io = dlock_claim_io_begin(t, elemtype);
 	for (int i = 0; i < *n; i++)
 	{
@@ -107,7 +112,8 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n,
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("keys must not contain nulls")));
-		keys[i] = dlock_claim_key_text_of_arg(t, elems[i], elemtype);
+		keys[i] = dlock_claim_key_text_of_arg(t, elems[i], elemtype,
+											  exists_out ? &(*exists_out)[i] : NULL);
 	}
 	dlock_claim_io_end(io);
 	if (elems_out)
@@ -135,8 +141,7 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 	ClaimRequest req;
 	Oid			rowtype = get_fn_expr_argtype(fcinfo->flinfo, 0);
 
-	req.target = dlock_claim_target_for_type(rowtype);
-	dlock_claim_check_access(req.target, "dlock_claim()");
+	req.target = dlock_claim_target_for_type(rowtype, "dlock_claim()");
 	req.holder = dlock_arg_holder(fcinfo, 1);
 	dlock_arg_not_null(fcinfo, 2, "n");
 	req.n = PG_GETARG_INT32(2);
@@ -200,21 +205,31 @@ dlock_claim_untyped_sql(PG_FUNCTION_ARGS)
 
 /*
  * dlock_claim_unheld(tbl regclass, key anyelement) RETURNS boolean
+ * dlock_claim_unheld(tbl regclass, key anyelement, ticket bigint)
+ *		RETURNS boolean
  *
- * The check the claim query runs on each row its scan reaches: true when
- * no live claim, and no poison mark, is on the row of tbl with that
- * primary key.  A claim of that row being written or given back by an
- * open transaction counts as held.  Called on its own it needs what
- * dlock_claim needs.  NULL arguments are errors.
+ * The check the claim query runs on each row its scan reaches (with the
+ * claim's ticket): true when no live claim, and no poison mark, is on the
+ * row of tbl with that primary key.  A claim of that row being written or
+ * given back by an open transaction counts as held.  Called on its own (or
+ * with another ticket) it needs what dlock_claim needs, and is true only
+ * for a row the caller can see.  NULL table or key is an error; a NULL
+ * ticket is none.
  */
 PG_FUNCTION_INFO_V1(dlock_claim_unheld_sql);
 Datum
 dlock_claim_unheld_sql(PG_FUNCTION_ARGS)
 {
+	int64		ticket = 0;
+	bool		has_ticket = PG_NARGS() > 2 && !PG_ARGISNULL(2);
+
 	dlock_arg_not_null(fcinfo, 0, "table");
 	dlock_arg_not_null(fcinfo, 1, "key");
+	if (has_ticket)
+		ticket = PG_GETARG_INT64(2);
 	PG_RETURN_BOOL(!dlock_claim_row_held(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
-										 get_fn_expr_argtype(fcinfo->flinfo, 1)));
+										 get_fn_expr_argtype(fcinfo->flinfo, 1),
+										 has_ticket ? &ticket : NULL));
 }
 
 /*
@@ -235,14 +250,19 @@ dlock_claimed_sql(PG_FUNCTION_ARGS)
 	Oid			keytype;
 	int			io;
 
+	bool		exists;
+
 	dlock_arg_not_null(fcinfo, 1, "key");
 	keytype = get_fn_expr_argtype(fcinfo->flinfo, 1);
 	io = dlock_claim_io_begin(t, keytype);
-	key = dlock_claim_key_text_of_arg(t, PG_GETARG_DATUM(1), keytype);
+	key = dlock_claim_key_text_of_arg(t, PG_GETARG_DATUM(1), keytype, &exists);
 	dlock_claim_io_end(io);
 	holder = dlock_arg_holder(fcinfo, 2);
 	/* a standby cannot hold off a takeover on the primary: no fence there */
 	dlock_arg_writes_allowed("dlock_claimed()");
+	/* a key that names no row: the row may be another key's now */
+	if (!exists)
+		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(dlock_claim_check(t, key, holder));
 }
 
@@ -263,7 +283,7 @@ dlock_unclaim_sql(PG_FUNCTION_ARGS)
 	int			nkeys = 0;
 
 	if (PG_NARGS() > 2)
-		keys = arg_keys(fcinfo, 2, t, &nkeys, NULL);
+		keys = arg_keys(fcinfo, 2, t, &nkeys, NULL, NULL);
 	dlock_arg_writes_allowed("dlock_unclaim()");
 	PG_RETURN_INT64(dlock_claim_unclaim(t, holder, keys, nkeys));
 }
@@ -289,8 +309,9 @@ dlock_complete_sql(PG_FUNCTION_ARGS)
 	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_complete()");
 	text	   *holder = dlock_arg_holder(fcinfo, 1);
 	Datum	   *elems;
+	bool	   *exists;
 	int			nkeys;
-	text	  **keys = arg_keys(fcinfo, 2, t, &nkeys, &elems);
+	text	  **keys = arg_keys(fcinfo, 2, t, &nkeys, &elems, &exists);
 	text	  **sorted;
 	int			nsorted;
 	bool	   *done;
@@ -316,7 +337,8 @@ dlock_complete_sql(PG_FUNCTION_ARGS)
 								  dlock_text_cmp);
 		bool		isnull = false;
 
-		if (hit != NULL && done[hit - sorted])
+		/* a key that names no row is given back, but fences nothing */
+		if (hit != NULL && done[hit - sorted] && exists[i])
 		{
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 								 &elems[i], &isnull);
@@ -348,20 +370,103 @@ dlock_renew_claims_sql(PG_FUNCTION_ARGS)
 /*
  * dlock_reset_claims(tbl regclass, keys anyarray) RETURNS bigint
  *
- * For operators (EXECUTE revoked from PUBLIC): forgets the claims,
- * attempt counts and poison marks of those rows; returns how many claim
- * rows were deleted.
+ * For operators (EXECUTE revoked from PUBLIC), with what dlock_claim needs
+ * on the table: forgets the claims, attempt counts and poison marks of
+ * those rows, of the rows among them the caller can see if row-level
+ * security applies to it; returns how many claim rows were deleted.
  */
 PG_FUNCTION_INFO_V1(dlock_reset_claims_sql);
 Datum
 dlock_reset_claims_sql(PG_FUNCTION_ARGS)
 {
-	const ClaimTarget *t = arg_table(fcinfo, 0, NULL);
+	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_reset_claims()");
 	int			nkeys;
-	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys, NULL);
+	Datum	   *elems;
+	text	  **keys = arg_keys(fcinfo, 1, t, &nkeys, &elems, NULL);
 
+	/* the count must not tell of rows the caller cannot see */
+	if (check_enable_rls(t->relid, InvalidOid, true) == RLS_ENABLED)
+	{
+		Oid			elemtype = ARR_ELEMTYPE(PG_GETARG_ARRAYTYPE_P(1));
+		int			m = 0;
+
+		for (int i = 0; i < nkeys; i++)
+			if (dlock_claim_row_visible(t, elems[i], elemtype))
+				keys[m++] = keys[i];
+		nkeys = m;
+	}
 	dlock_arg_writes_allowed("dlock_reset_claims()");
 	PG_RETURN_INT64(dlock_claim_reset(t, keys, nkeys));
+}
+
+/*
+ * dlock_claim_ddl_start() RETURNS event_trigger
+ *
+ * The ddl_command_start event trigger of ALTER TABLE: notes, for every
+ * table that has claim rows, what names its rows (claim_ddl.c).
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_ddl_start_sql);
+Datum
+dlock_claim_ddl_start_sql(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("dlock_claim_ddl_start() must be called as an event trigger")));
+	/* extension scripts (dlock's own upgrades too) change extension objects */
+	if (!creating_extension)
+		dlock_claim_ddl_start(((EventTriggerData *) fcinfo->context)->parsetree);
+	PG_RETURN_NULL();
+}
+
+/*
+ * dlock_claim_ddl_end() RETURNS event_trigger
+ *
+ * The ddl_command_end event trigger of ALTER TABLE and ALTER TYPE: claims
+ * follow partitions detached and attached and enum labels renamed, and a
+ * table whose primary key changed what it names forgets its claims
+ * (claim_ddl.c).
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_ddl_end_sql);
+Datum
+dlock_claim_ddl_end_sql(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *d = (EventTriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("dlock_claim_ddl_end() must be called as an event trigger")));
+	if (creating_extension)
+		PG_RETURN_NULL();
+	if (IsA(d->parsetree, AlterEnumStmt))
+	{
+		AlterEnumStmt *stmt = (AlterEnumStmt *) d->parsetree;
+
+		if (stmt->oldVal != NULL)
+			dlock_claim_ddl_enum_renamed(stmt->oldVal, stmt->newVal);
+	}
+	else if (IsA(d->parsetree, AlterTableStmt))
+		dlock_claim_ddl_end(d->parsetree);
+	PG_RETURN_NULL();
+}
+
+/*
+ * dlock_claim_ddl_drop() RETURNS event_trigger
+ *
+ * The sql_drop event trigger: dropped tables forget their claims.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_ddl_drop_sql);
+Datum
+dlock_claim_ddl_drop_sql(PG_FUNCTION_ARGS)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("dlock_claim_ddl_drop() must be called as an event trigger")));
+	if (!creating_extension)
+		dlock_claim_ddl_dropped();
+	PG_RETURN_NULL();
 }
 
 /*

@@ -28,23 +28,30 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "claim_store.h"
 #include "compat.h"
 #include "keys.h"
+#include "dlock.h"
 #include "store.h"
 
-/* columns of dlock.claim, as dlock--0.1.sql creates it */
+/* columns of dlock.claim, as dlock--0.1.sql creates it and 0.4 extends it */
 enum
 {
 	Anum_relid = 1,
@@ -57,8 +64,70 @@ enum
 	Anum_expires_at,
 	Anum_attempts,
 	Anum_poisoned_at,
-	Natts_claim_table = Anum_poisoned_at
+	Anum_long_key,				/* 0.4: the key text of a digest key */
+	Natts_claim_table = Anum_long_key,
+	Natts_claim_table_03 = Anum_poisoned_at
 };
+
+/*
+ * The number of columns of dlock.claim (0: no such table), kept until a
+ * relcache invalidation of it (ALTER EXTENSION ... UPDATE adds one; DROP
+ * EXTENSION drops the table).
+ */
+static Oid	claim_relid = InvalidOid;
+static int	claim_natts_kept = -1;
+
+static void
+claim_natts_inval(Datum arg, Oid relid)
+{
+	if (!OidIsValid(relid) || relid == claim_relid)
+		claim_natts_kept = -1;
+}
+
+static int
+claim_natts(void)
+{
+	static bool registered = false;
+	Oid			nsp;
+	HeapTuple	tup;
+
+	if (claim_natts_kept >= 0)
+		return claim_natts_kept;
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(claim_natts_inval, (Datum) 0);
+		registered = true;
+	}
+	nsp = get_namespace_oid(DLOCK_SCHEMA, true);
+	claim_relid = OidIsValid(nsp) ? get_relname_relid("claim", nsp) : InvalidOid;
+	if (!OidIsValid(claim_relid))
+		return 0;				/* not kept: CREATE EXTENSION makes one */
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(claim_relid));
+	if (!HeapTupleIsValid(tup))
+		return 0;
+	claim_natts_kept = ((Form_pg_class) GETSTRUCT(tup))->relnatts;
+	ReleaseSysCache(tup);
+	return claim_natts_kept;
+}
+
+/*
+ * Open dlock.claim: as dlock 0.4 made it, or as 0.1 to 0.3 did (the
+ * library was updated, the extension not yet: no long_key column, so a
+ * digest key's text is not kept).
+ */
+static void
+claim_open(DlockStore *s)
+{
+	dlock_store_open(s, "claim", claim_natts() == Natts_claim_table_03 ?
+					 Natts_claim_table_03 : Natts_claim_table);
+}
+
+/* whether dlock.claim has its long_key column (dlock 0.4 and later) */
+bool
+dlock_claim_store_has_long_key(void)
+{
+	return claim_natts() >= Anum_long_key;
+}
 
 /* find the claim row of (relid, key) into s->slot */
 static bool
@@ -106,7 +175,7 @@ dlock_claim_store_held(Oid relid, text *key, text *holder, Oid role)
 	DlockStore	s;
 	bool		held;
 
-	dlock_store_open(&s, "claim", Natts_claim_table);
+	claim_open(&s);
 	held = fetch_claim(&s, relid, key) && fetched_held(&s, holder, role);
 	dlock_store_close(&s);
 	return held;
@@ -124,7 +193,7 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 {
 	DlockStore	s;
 
-	dlock_store_open(&s, "claim", Natts_claim_table);
+	claim_open(&s);
 	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
@@ -154,7 +223,7 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 	DlockStore	s;
 	int			ndone = 0;
 
-	dlock_store_open(&s, "claim", Natts_claim_table);
+	claim_open(&s);
 	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
@@ -200,12 +269,13 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 
 /*
  * Insert a first claim (attempts 1) on each of keys[0..n-1] of table
- * relid for holder and role.  Later statements of the transaction see the
- * rows (CommandCounterIncrement).
+ * relid for holder and role; fulls[i] is the key text of keys[i] (another
+ * text when keys[i] is its digest, kept in long_key).  Later statements of
+ * the transaction see the rows (CommandCounterIncrement).
  */
 void
-dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
-						 Oid role, int64 token, int64 ttl_us,
+dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
+						 text *holder, Oid role, int64 token, int64 ttl_us,
 						 TimestampTz now, TimestampTz expires)
 {
 	DlockStore	s;
@@ -216,7 +286,7 @@ dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
 
 	if (n <= 0)
 		return;
-	dlock_store_open(&s, "claim", Natts_claim_table);
+	claim_open(&s);
 	rel = s.rel;
 	estate = CreateExecutorState();
 	rri = makeNode(ResultRelInfo);
@@ -232,7 +302,7 @@ dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
 
 		CHECK_FOR_INTERRUPTS();
 		ExecClearTuple(slot);
-		memset(isnull, 0, sizeof(bool) * Natts_claim_table);
+		memset(isnull, 0, sizeof(bool) * slot->tts_tupleDescriptor->natts);
 		v[Anum_relid - 1] = ObjectIdGetDatum(relid);
 		v[Anum_key - 1] = PointerGetDatum(keys[i]);
 		v[Anum_holder - 1] = PointerGetDatum(holder);
@@ -244,6 +314,11 @@ dlock_claim_store_insert(Oid relid, text **keys, int n, text *holder,
 		v[Anum_attempts - 1] = Int32GetDatum(1);
 		v[Anum_poisoned_at - 1] = (Datum) 0;
 		isnull[Anum_poisoned_at - 1] = true;
+		if (slot->tts_tupleDescriptor->natts >= Anum_long_key)
+		{
+			v[Anum_long_key - 1] = PointerGetDatum(fulls[i]);
+			isnull[Anum_long_key - 1] = fulls[i] == keys[i];
+		}
 		ExecStoreVirtualTuple(slot);
 		slots[i] = slot;
 	}
@@ -292,7 +367,7 @@ dlock_claim_probe_begin(Oid relid)
 {
 	DlockClaimProbe *p = palloc0(sizeof(DlockClaimProbe));
 
-	dlock_store_open(&p->s, "claim", Natts_claim_table);
+	claim_open(&p->s);
 	InitDirtySnapshot(p->dirty);
 	p->scan = dlock_index_beginscan(p->s.rel, p->s.idx, &p->dirty, 2);
 	p->relid = relid;

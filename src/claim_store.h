@@ -15,6 +15,7 @@
 /* claim_store.c */
 typedef struct DlockClaimProbe DlockClaimProbe;
 
+extern bool dlock_claim_store_has_long_key(void);
 extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
 extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
 								   TimestampTz *settled_until);
@@ -26,18 +27,22 @@ extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
 									 bool *poisoned);
 extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
 										  text *holder, Oid role, bool *done);
-extern void dlock_claim_store_insert(Oid relid, text **keys, int n,
-									 text *holder, Oid role, int64 token,
-									 int64 ttl_us, TimestampTz now,
-									 TimestampTz expires);
+extern void dlock_claim_store_insert(Oid relid, text **keys, text **fulls,
+									 int n, text *holder, Oid role,
+									 int64 token, int64 ttl_us,
+									 TimestampTz now, TimestampTz expires);
 
 /* claim_store_spi.c */
 extern text **dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 											text **among, int namong, int *n);
 extern text **dlock_claim_store_existing_keys(Oid relid, text **keys,
 											  int nkeys, int *n);
-extern uint64 dlock_claim_store_holder_all(text *holder, Oid role,
-										   text ***keys, Oid **relids);
+extern text **dlock_claim_store_holder_page(Oid relid, text *holder, Oid role,
+											text *after, int limit, int *n);
+extern int	dlock_claim_store_holder_all_page(text *holder, Oid role,
+											  Oid after_relid, text *after_key,
+											  int limit, text ***keys,
+											  Oid **relids);
 extern int64 dlock_claim_store_give_back(Oid relid, text **keys, int n,
 										 text *holder, Oid role);
 extern int64 dlock_claim_store_renew(Oid relid, text **keys, int n,
@@ -54,5 +59,13 @@ extern uint64 dlock_claim_store_idle(TimestampTz before, int limit,
 extern bool dlock_claim_store_delete_idle(Oid relid, text *key,
 										  TimestampTz before);
 extern uint64 dlock_claim_store_read_live(void);
+extern uint64 dlock_claim_store_read_dead(void);
+extern uint64 dlock_claim_store_relids(Oid **relids);
+extern uint64 dlock_claim_store_keys_of(Oid relid, text ***keys,
+										text ***fulls);
+extern int64 dlock_claim_store_move(Oid from, Oid to, text **keys, int n);
+extern int64 dlock_claim_store_forget(Oid *relids, int n);
+extern bool dlock_claim_store_rekey(Oid relid, text *from, text *to,
+									text *to_full);
 
 #endif							/* DLOCK_CLAIM_STORE_H */

@@ -17,6 +17,9 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "claim_store.h"
@@ -34,6 +37,7 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 {
 	static SPIPlanPtr all_plan = NULL;
 	static SPIPlanPtr among_plan = NULL;
+	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
 	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), 0};
@@ -58,7 +62,48 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 							  4, types);
 	}
 	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
 	return dlock_copy_key_column(*n);
+}
+
+/*
+ * A page of the keys of the holder's live claims on a table, in key order:
+ * up to limit of them after key after (NULL: from the first); the SPI
+ * result is freed, the keys are copied into the current memory context.
+ */
+text	  **
+dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
+							  int limit, int *n)
+{
+	static SPIPlanPtr first_plan = NULL;
+	static SPIPlanPtr next_plan = NULL;
+	Oid			types[5] = {OIDOID, TEXTOID, OIDOID, INT4OID, TEXTOID};
+	Datum		values[5] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
+	ObjectIdGetDatum(role), Int32GetDatum(limit), PointerGetDatum(after)};
+	MemoryContext cxt = CurrentMemoryContext;
+	SPIPlanPtr	plan;
+	text	  **keys;
+
+	if (after == NULL)
+		plan = dlock_spi_plan(&first_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key LIMIT $4",
+							  4, types);
+	else
+		plan = dlock_spi_plan(&next_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND key OPERATOR(pg_catalog.>) $5"
+							  "   AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key LIMIT $4",
+							  5, types);
+	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
+	keys = dlock_copy_key_column(*n);
+	SPI_freetuptable(SPI_tuptable);
+	return keys;
 }
 
 /* Of these keys, those that have a claim row, sorted. */
@@ -66,6 +111,7 @@ text	  **
 dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
 {
 	static SPIPlanPtr plan = NULL;
+	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[2] = {OIDOID, TEXTARRAYOID};
 	Datum		values[2];
 
@@ -77,33 +123,46 @@ dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
 											" ORDER BY key",
 											2, types),
 							 values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
 	return dlock_copy_key_column(*n);
 }
 
 /*
- * Every live claim of holder and role, on any table, sorted by table and
- * key; returns how many, with the keys and tables in *keys and *relids.
+ * A page of the live claims of holder and role, on any table, in table and
+ * key order: up to limit of them after (after_relid, after_key) (0 and
+ * NULL: from the first); returns how many, with the keys and tables in
+ * *keys and *relids (copied into the current memory context; the SPI
+ * result is freed).
  */
-uint64
-dlock_claim_store_holder_all(text *holder, Oid role, text ***keys, Oid **relids)
+int
+dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
+								  text *after_key, int limit, text ***keys,
+								  Oid **relids)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
-	uint64		n;
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			types[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT4OID};
+	Datum		values[5];
+	int			n;
 
 	values[0] = PointerGetDatum(holder);
 	values[1] = ObjectIdGetDatum(role);
-	n = dlock_spi_run(dlock_spi_plan(&plan,
-									 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
-									 " WHERE holder" EQ "$1 AND owner" EQ "$2"
-									 "   AND expires_at OPERATOR(pg_catalog.>)"
-									 " pg_catalog.clock_timestamp()"
-									 " ORDER BY relid, key",
-									 2, types),
-					  values, NULL, 0, SPI_OK_SELECT);
+	values[2] = ObjectIdGetDatum(after_relid);
+	values[3] = after_key ? PointerGetDatum(after_key) : CStringGetTextDatum("");
+	values[4] = Int32GetDatum(limit);
+	n = (int) dlock_spi_run(dlock_spi_plan(&plan,
+										   "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+										   " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
+										   "   AND holder" EQ "$1 AND owner" EQ "$2"
+										   "   AND expires_at OPERATOR(pg_catalog.>)"
+										   " pg_catalog.clock_timestamp()"
+										   " ORDER BY relid, key LIMIT $5",
+										   5, types),
+							values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
 	*keys = dlock_copy_key_column(n);
 	*relids = dlock_copy_oid_column(n, 2);
+	SPI_freetuptable(SPI_tuptable);
 	return n;
 }
 
@@ -337,15 +396,29 @@ dlock_claim_store_delete_idle(Oid relid, text *key, TimestampTz before)
 /*
  * The unexpired claims, with the columns of the dlock_claims view, into
  * SPI_tuptable; returns how many.  Column 1 is the table, 4 the owning
- * role.
+ * role; column 2 is the key text (the text itself of a digest key, when
+ * dlock.claim keeps it).
  */
 uint64
 dlock_claim_store_read_live(void)
 {
 	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plan_03 = NULL;
 
+	if (!dlock_claim_store_has_long_key())
+		return dlock_spi_run(dlock_spi_plan(&plan_03,
+											"SELECT relid::pg_catalog.regclass, key, holder,"
+											"       owner::pg_catalog.regrole, token, claimed_at,"
+											"       expires_at, attempts"
+											"  FROM " DLOCK_SCHEMA ".claim"
+											" WHERE holder IS NOT NULL"
+											"   AND expires_at OPERATOR(pg_catalog.>)"
+											" pg_catalog.clock_timestamp()",
+											0, NULL),
+							 NULL, NULL, 0, SPI_OK_SELECT);
 	return dlock_spi_run(dlock_spi_plan(&plan,
-										"SELECT relid::pg_catalog.regclass, key, holder,"
+										"SELECT relid::pg_catalog.regclass,"
+										"       COALESCE(long_key, key), holder,"
 										"       owner::pg_catalog.regrole, token, claimed_at,"
 										"       expires_at, attempts"
 										"  FROM " DLOCK_SCHEMA ".claim"
@@ -354,4 +427,178 @@ dlock_claim_store_read_live(void)
 										" pg_catalog.clock_timestamp()",
 										0, NULL),
 						 NULL, NULL, 0, SPI_OK_SELECT);
+}
+
+/*
+ * The poisoned claim rows, with the columns of the dlock_dead_claims view
+ * and the owning role as column 7, into SPI_tuptable; returns how many.
+ */
+uint64
+dlock_claim_store_read_dead(void)
+{
+	static SPIPlanPtr plan = NULL;
+
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"SELECT relid::pg_catalog.regclass,"
+										"       COALESCE(long_key, key), attempts, holder,"
+										"       claimed_at, poisoned_at, owner"
+										"  FROM " DLOCK_SCHEMA ".claim"
+										" WHERE poisoned_at IS NOT NULL",
+										0, NULL),
+						 NULL, NULL, 0, SPI_OK_SELECT);
+}
+
+/*
+ * The tables that have claim rows (dlock.claim.relid values), sorted;
+ * returns how many.  One probe of the primary key per table (a loose
+ * index scan), whatever the number of claim rows.
+ */
+uint64
+dlock_claim_store_relids(Oid **relids)
+{
+	static SPIPlanPtr plan = NULL;
+	uint64		n;
+
+	n = dlock_spi_run(dlock_spi_plan(&plan,
+									 "WITH RECURSIVE t(relid) AS ("
+									 "  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+									 "  UNION ALL"
+									 "  SELECT (SELECT pg_catalog.min(c.relid)"
+									 "            FROM " DLOCK_SCHEMA ".claim c"
+									 "           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+									 "    FROM t WHERE t.relid IS NOT NULL)"
+									 "SELECT relid FROM t WHERE relid IS NOT NULL",
+									 0, NULL),
+					  NULL, NULL, 0, SPI_OK_SELECT);
+	*relids = dlock_copy_oid_column(n, 1);
+	return n;
+}
+
+/*
+ * Every claim row of table relid, sorted by key: its key in *keys, and the
+ * key's text in *fulls (the same text, unless the key is a digest; NULL
+ * for a digest whose text was not kept: made before dlock 0.4's schema);
+ * returns how many.
+ */
+uint64
+dlock_claim_store_keys_of(Oid relid, text ***keys, text ***fulls)
+{
+	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plan_03 = NULL;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+	uint64		n;
+
+	values[0] = ObjectIdGetDatum(relid);
+	n = dlock_spi_run(dlock_claim_store_has_long_key() ?
+					  dlock_spi_plan(&plan,
+									 "SELECT key, COALESCE(long_key,"
+									 "  CASE WHEN pg_catalog.left(key, 1)"
+									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END)"
+									 "  FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE relid" EQ "$1 ORDER BY key",
+									 1, types) :
+					  dlock_spi_plan(&plan_03,
+									 "SELECT key, CASE WHEN pg_catalog.left(key, 1)"
+									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END"
+									 "  FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE relid" EQ "$1 ORDER BY key",
+									 1, types),
+					  values, NULL, 0, SPI_OK_SELECT);
+	*keys = dlock_copy_key_column(n);
+	*fulls = palloc(sizeof(text *) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i],
+									  SPI_tuptable->tupdesc, 2, &isnull);
+
+		(*fulls)[i] = isnull ? NULL : DatumGetTextPCopy(d);
+	}
+	return n;
+}
+
+/*
+ * Move the claim rows of these keys from table from to table to, in
+ * place of any claim rows to has for them (a row's claim follows it when
+ * it moves to another partition tree); returns how many moved.  The
+ * caller holds the key locks of both.
+ */
+int64
+dlock_claim_store_move(Oid from, Oid to, text **keys, int n)
+{
+	static SPIPlanPtr del_plan = NULL;
+	static SPIPlanPtr move_plan = NULL;
+	Oid			types[3] = {OIDOID, TEXTARRAYOID, OIDOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(to);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = ObjectIdGetDatum(from);
+	dlock_spi_run(dlock_spi_plan(&del_plan,
+								 "DELETE FROM " DLOCK_SCHEMA ".claim"
+								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+								 2, types),
+				  values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_spi_run(dlock_spi_plan(&move_plan,
+												"UPDATE " DLOCK_SCHEMA ".claim SET relid = $1"
+												" WHERE relid" EQ "$3 AND key" EQ "ANY ($2)",
+												3, types),
+								 values, NULL, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Forget every claim row of these tables: live claims, attempts and poison
+ * marks; returns how many rows were deleted.
+ */
+int64
+dlock_claim_store_forget(Oid *relids, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {OIDARRAYOID};
+	Datum		values[1];
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = ObjectIdGetDatum(relids[i]);
+	values[0] = PointerGetDatum(construct_array(elems, n, OIDOID,
+												sizeof(Oid), true,
+												TYPALIGN_INT));
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"DELETE FROM " DLOCK_SCHEMA ".claim"
+												" WHERE relid" EQ "ANY ($1)",
+												1, types),
+								 values, NULL, 0, SPI_OK_DELETE);
+}
+
+/*
+ * The claim row of key from on table relid is now the claim row of key to
+ * (to_full: its text, when to is a digest, else NULL), in place of any
+ * claim row of to (its row's key was renamed: an enum label); returns
+ * whether a row was renamed.  The caller holds the key locks of both.
+ */
+bool
+dlock_claim_store_rekey(Oid relid, text *from, text *to, text *to_full)
+{
+	static SPIPlanPtr del_plan = NULL;
+	static SPIPlanPtr plan = NULL;
+	Oid			types[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', to_full ? ' ' : 'n'};
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = PointerGetDatum(from);
+	values[2] = PointerGetDatum(to);
+	values[3] = PointerGetDatum(to_full);
+	dlock_spi_run(dlock_spi_plan(&del_plan,
+								 "DELETE FROM " DLOCK_SCHEMA ".claim"
+								 " WHERE relid" EQ "$1 AND key" EQ "$3"
+								 "   AND $2 IS NOT NULL",
+								 3, types),
+				  values, NULL, 0, SPI_OK_DELETE);
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"UPDATE " DLOCK_SCHEMA ".claim SET key = $3, long_key = $4"
+										" WHERE relid" EQ "$1 AND key" EQ "$2",
+										4, types),
+						 values, nulls, 0, SPI_OK_UPDATE) > 0;
 }

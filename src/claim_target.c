@@ -1,28 +1,20 @@
 /*-------------------------------------------------------------------------
  *
  * claim_target.c
- *		Which table a claim is on, its primary key, and how a row's key is
- *		written as text in dlock.claim.
- *
- * A claim is keyed by (table oid, primary key value as text).  The text is
- * the primary key type's own output, so any value of any type that reads
- * back as the same key names the same row: dlock_claimed('jobs', 42, ...)
- * and dlock_claimed('jobs', '42'::text, ...) agree.  A row's key text is its
- * stored value's.  Where the key's equality is coarser than its text
- * (numeric 1.0 = 1.00, float -0 = 0, case-insensitive or nondeterministic
- * collations, intervals), a key given as an argument is first looked up in
- * the table, and the matching row's stored value names it.
- *
- * Key texts must not depend on the session: a timestamptz key written
- * under one TimeZone or DateStyle must give the same text under another,
- * or one row could carry two claims.  Conversions of keys whose types have
- * setting-dependent text forms run under fixed settings (ISO dates, UTC,
- * shortest exact floats, hex bytea; dlock_claim_io_begin).  They always run
- * as the caller, never as dlock's owner: a key's type may be a domain or a
- * type with functions the caller wrote.
+ *		Which table a claim is on: its partition root, its primary key, and
+ *		the names and operators the claim query spells (claim_key.c writes
+ *		its keys as text).
  *
  * Only single-column primary keys are supported.  Targets are cached per
- * backend and rebuilt after a relcache invalidation of their table.
+ * backend.  Everything a target holds comes from the catalogs, and a target
+ * is rebuilt after any change of what it was built from: a relcache
+ * invalidation of its table or of any partition ancestor (rename, ALTER
+ * TABLE ... SET SCHEMA, a column type, the primary key, ATTACH and DETACH
+ * PARTITION), and a syscache invalidation of its schema or its operators'
+ * (ALTER SCHEMA ... RENAME), of its operators, or of its key or row type.
+ * Every lookup first takes the table's AccessShareLock and reads the
+ * invalidations queued until then, as a query naming the table would, so
+ * a target used by a call is never older than the catalogs the call sees.
  *
  *-------------------------------------------------------------------------
  */
@@ -56,6 +48,7 @@
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
 #include "utils/guc.h"
+#include "storage/lmgr.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
@@ -65,15 +58,20 @@
 
 static List *targets = NIL;		/* of ClaimTarget *, in CacheMemoryContext */
 static bool callback_registered = false;
+static uint64 next_generation = 1;
 
 /*
- * A relcache invalidation only marks targets stale: a caller may still be
- * using one.  Stale entries are freed when the top-level transaction ends
- * (no claim call runs then), so a long-lived pooled backend keeps only one
+ * An invalidation only marks targets stale: a caller may still be using
+ * one.  Stale entries are freed when the top-level transaction ends (no
+ * claim call runs then), so a long-lived pooled backend keeps only one
  * entry per table it claims from.
+ *
+ * A relcache invalidation of the table, or of any of its partition
+ * ancestors (DETACH of a partition between it and its root changes the
+ * root its claims are keyed by, without touching the table itself).
  */
 static void
-target_inval_callback(Datum arg, Oid relid)
+target_relcache_callback(Datum arg, Oid relid)
 {
 	ListCell   *lc;
 
@@ -83,7 +81,43 @@ target_inval_callback(Datum arg, Oid relid)
 
 		if (!OidIsValid(relid) || t->relid == relid)
 			t->stale = true;
+		for (int i = 0; i < t->nancestors && !t->stale; i++)
+			if (t->ancestors[i] == relid)
+				t->stale = true;
 	}
+}
+
+/*
+ * A syscache invalidation of a schema, operator or type a target was
+ * built from (its names and operators are spelt into the claim query):
+ * hashvalue 0 means every entry of that cache.
+ */
+static void
+target_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	ListCell   *lc;
+
+	foreach(lc, targets)
+	{
+		ClaimTarget *t = lfirst(lc);
+
+		for (int i = 0; i < t->ndeps && !t->stale; i++)
+			if (t->deps[i].cacheid == cacheid &&
+				(hashvalue == 0 || t->deps[i].hashvalue == hashvalue))
+				t->stale = true;
+	}
+}
+
+/* t was built from catalog row oid of syscache cacheid */
+static void
+add_dep(ClaimTarget *t, int cacheid, Oid oid)
+{
+	if (!OidIsValid(oid) || t->ndeps >= lengthof(t->deps))
+		return;
+	t->deps[t->ndeps].cacheid = cacheid;
+	t->deps[t->ndeps].hashvalue = GetSysCacheHashValue1(cacheid,
+														ObjectIdGetDatum(oid));
+	t->ndeps++;
 }
 
 static void
@@ -99,6 +133,8 @@ free_target(ClaimTarget *t)
 		pfree(t->pk_gt_op);
 	pfree(t->pk_attname);
 	pfree(t->plain_relname);
+	if (t->ancestors)
+		pfree(t->ancestors);
 	pfree(t);
 }
 
@@ -122,70 +158,12 @@ targets_xact_callback(XactEvent event, void *arg)
 	}
 }
 
-/* types whose text form depends on no setting */
-static bool
-io_is_stable(Oid type)
-{
-	switch (getBaseType(type))
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case OIDOID:
-		case TEXTOID:
-		case VARCHAROID:
-		case BPCHAROID:
-		case NAMEOID:
-		case CHAROID:
-		case BOOLOID:
-		case UUIDOID:
-		case NUMERICOID:
-			return true;
-		default:
-			return false;
-	}
-}
-
 /*
- * Fixed settings for converting keys to and from text, when the primary
- * key's type (or other_type, the type a key was given as) needs them.
- * Returns the GUC nest level to end, or 0.
+ * OPERATOR(schema.name) for an operator oid, safe from search_path; t now
+ * depends on the operator and its schema.
  */
-int
-dlock_claim_io_begin(const ClaimTarget *t, Oid other_type)
-{
-	static const char *const settings[][2] = {
-		{"DateStyle", "ISO, YMD"},
-		{"IntervalStyle", "postgres"},
-		{"TimeZone", "UTC"},
-		{"extra_float_digits", "1"},
-		{"bytea_output", "hex"},
-		{"lc_monetary", "C"},
-		/* reg* types name objects relative to search_path */
-		{"search_path", "pg_catalog"},
-	};
-	int			nestlevel;
-
-	if (!t->io_needs_pin && (!OidIsValid(other_type) || io_is_stable(other_type)))
-		return 0;
-	nestlevel = NewGUCNestLevel();
-	for (int i = 0; i < lengthof(settings); i++)
-		(void) set_config_option(settings[i][0], settings[i][1],
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-								 true, 0, false);
-	return nestlevel;
-}
-
-void
-dlock_claim_io_end(int nestlevel)
-{
-	if (nestlevel > 0)
-		AtEOXact_GUC(true, nestlevel);
-}
-
-/* OPERATOR(schema.name) for an operator oid, safe from search_path */
 static char *
-qualified_operator(Oid opno)
+qualified_operator(ClaimTarget *t, Oid opno)
 {
 	HeapTuple	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
 	Form_pg_operator op;
@@ -194,6 +172,8 @@ qualified_operator(Oid opno)
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for operator %u", opno);
 	op = (Form_pg_operator) GETSTRUCT(tup);
+	add_dep(t, OPEROID, opno);
+	add_dep(t, NAMESPACEOID, op->oprnamespace);
 	s = psprintf("OPERATOR(%s.%s)",
 				 quote_identifier(get_namespace_name(op->oprnamespace)),
 				 NameStr(op->oprname));
@@ -288,21 +268,24 @@ describe_primary_key(ClaimTarget *t, Relation rel, Relation idx)
 	if (!OidIsValid(eqop) || !OidIsValid(t->pk_array_type))
 		elog(ERROR, "no equality operator or array type for the primary key of \"%s\"",
 			 RelationGetRelationName(rel));
-	t->pk_eq_op = qualified_operator(eqop);
+	t->pk_eq_op = qualified_operator(t, eqop);
+	t->pk_eq_proc = get_opcode(eqop);
 
 	/*
 	 * the default ordering's operators: a claim steps over held rows with
 	 * them
 	 */
 	tc = lookup_type_cache(t->pk_type, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
-	t->pk_lt_op = OidIsValid(tc->lt_opr) ? qualified_operator(tc->lt_opr) : NULL;
-	t->pk_gt_op = OidIsValid(tc->gt_opr) ? qualified_operator(tc->gt_opr) : NULL;
+	t->pk_lt_op = OidIsValid(tc->lt_opr) ? qualified_operator(t, tc->lt_opr) : NULL;
+	t->pk_gt_op = OidIsValid(tc->gt_opr) ? qualified_operator(t, tc->gt_opr) : NULL;
 	t->pk_attname = pstrdup(get_attname(relid, t->pk_attnum, false));
 	get_typlenbyval(t->pk_type, &t->pk_typlen, &t->pk_byval);
-	t->io_needs_pin = !io_is_stable(t->pk_type);
+	t->io_needs_pin = !dlock_claim_type_io_stable(t->pk_type);
 	getTypeOutputInfo(t->pk_type, &t->pk_out_fn, &isvarlena);
 	fmgr_info_cxt(t->pk_out_fn, &t->pk_out_finfo, CacheMemoryContext);
 	getTypeInputInfo(t->pk_type, &t->pk_in_fn, &t->pk_ioparam);
+	add_dep(t, TYPEOID, t->pk_type);
+	add_dep(t, TYPEOID, getBaseType(t->pk_type));
 }
 
 static ClaimTarget *
@@ -327,9 +310,24 @@ build_target(Oid relid)
 	 * partition, or a partition of a partition.  (A plain inheritance parent
 	 * is read with ONLY: its children are tables of their own.)
 	 */
-	t->claim_relid = rel->rd_rel->relispartition ?
-		llast_oid(get_partition_ancestors(relid)) : relid;
+	t->generation = next_generation++;
+	if (rel->rd_rel->relispartition)
+	{
+		List	   *ancestors = get_partition_ancestors(relid);
+		int			i = 0;
+		ListCell   *lc;
+
+		t->claim_relid = llast_oid(ancestors);
+		t->nancestors = list_length(ancestors);
+		t->ancestors = palloc(sizeof(Oid) * t->nancestors);
+		foreach(lc, ancestors)
+			t->ancestors[i++] = lfirst_oid(lc);
+	}
+	else
+		t->claim_relid = relid;
 	t->rowtype = rel->rd_rel->reltype;
+	add_dep(t, NAMESPACEOID, RelationGetNamespace(rel));
+	add_dep(t, TYPEOID, t->rowtype);
 	t->relkind = relkind;
 	t->relname = pstrdup(quote_identifier(RelationGetRelationName(rel)));
 	t->qualname = pstrdup(quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
@@ -343,12 +341,13 @@ build_target(Oid relid)
 	return t;
 }
 
-/* The claim target of a table given by oid (regclass arguments). */
-const ClaimTarget *
-dlock_claim_target_for_rel(Oid relid)
+/* the cached, current target of relid, built if need be */
+static ClaimTarget *
+lookup_target(Oid relid)
 {
 	ListCell   *lc;
 	ClaimTarget *t;
+	MemoryContext old;
 
 	foreach(lc, targets)
 	{
@@ -358,18 +357,45 @@ dlock_claim_target_for_rel(Oid relid)
 	}
 	if (!callback_registered)
 	{
-		CacheRegisterRelcacheCallback(target_inval_callback, (Datum) 0);
+		CacheRegisterRelcacheCallback(target_relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(OPEROID, target_syscache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(TYPEOID, target_syscache_callback, (Datum) 0);
 		RegisterXactCallback(targets_xact_callback, NULL);
 		callback_registered = true;
 	}
 	t = build_target(relid);
-	{
-		MemoryContext old = MemoryContextSwitchTo(CacheMemoryContext);
-
-		targets = lappend(targets, t);
-		MemoryContextSwitchTo(old);
-	}
+	old = MemoryContextSwitchTo(CacheMemoryContext);
+	targets = lappend(targets, t);
+	MemoryContextSwitchTo(old);
 	return t;
+}
+
+/*
+ * The claim target of a table given by oid (regclass arguments).  fn, when
+ * given, is the calling function, which needs what dlock_claim needs
+ * (dlock_claim_check_access).  The table is then locked in AccessShareLock
+ * to the end of the transaction, as by a query that reads it: DDL that
+ * changes the table (or moves its claims, claim_ddl.c) waits for the
+ * transaction, and invalidations that arrived until the lock was granted
+ * are read.  A target they made stale is built again.
+ */
+const ClaimTarget *
+dlock_claim_target_for_rel(Oid relid, const char *fn)
+{
+	ClaimTarget *t;
+
+	AcceptInvalidationMessages();
+	for (;;)
+	{
+		t = lookup_target(relid);
+		if (fn)
+			dlock_claim_check_access(t, fn);
+		LockRelationOid(relid, AccessShareLock);
+		if (!t->stale)
+			return t;
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*
@@ -402,7 +428,7 @@ dlock_claim_check_access(const ClaimTarget *t, const char *fn)
 
 /* The claim target whose row type is rowtype (dlock_claim(NULL::tbl, ...)). */
 const ClaimTarget *
-dlock_claim_target_for_type(Oid rowtype)
+dlock_claim_target_for_type(Oid rowtype, const char *fn)
 {
 	Oid			relid = get_typ_typrelid(rowtype);
 
@@ -412,136 +438,5 @@ dlock_claim_target_for_type(Oid rowtype)
 				 errmsg("type %s is not the row type of a table",
 						format_type_be(rowtype)),
 				 errhint("Pass the table's row type as NULL::tablename.")));
-	return dlock_claim_target_for_rel(relid);
-}
-
-/* value, of type type, as a value of the primary key's type */
-static Datum
-as_key_type(const ClaimTarget *t, Datum value, Oid type)
-{
-	Oid			outfn;
-	bool		isvarlena;
-
-	if (type == t->pk_type)
-		return value;
-	getTypeOutputInfo(type, &outfn, &isvarlena);
-	return OidInputFunctionCall(t->pk_in_fn,
-								OidOutputFunctionCall(outfn, value),
-								t->pk_ioparam, -1);
-}
-
-/*
- * The key text of a primary key value given as any type: the value is
- * written out, read back as the primary key's type and written out again,
- * so that every spelling of one key gives the same text.
- */
-text *
-dlock_claim_key_text(const ClaimTarget *t, Datum value, Oid type)
-{
-	value = as_key_type(t, value, type);
-	/* an output function may cache in fn_extra, kept in CacheMemoryContext */
-	return cstring_to_text(OutputFunctionCall((FmgrInfo *) &t->pk_out_finfo,
-											  value));
-}
-
-/*
- * Look value up in the primary key index of table relid (a table with
- * storage); true, with the row's stored key in *stored, when a row
- * visible to a fresh snapshot has a key equal to value.
- */
-static bool
-probe_stored_key(const ClaimTarget *t, Oid relid, Datum value, Datum *stored)
-{
-	Relation	heap = table_open(relid, AccessShareLock);
-	Oid			idxoid = dlock_primary_key_index(heap);
-	Relation	idx;
-	Snapshot	snap;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	ScanKeyData key;
-	Oid			opcintype;
-	Oid			eqop;
-	bool		found = false;
-
-	if (!OidIsValid(idxoid))
-	{
-		table_close(heap, AccessShareLock);
-		return false;
-	}
-	idx = index_open(idxoid, AccessShareLock);
-	opcintype = idx->rd_opcintype[0];
-	eqop = get_opfamily_member(idx->rd_opfamily[0], opcintype, opcintype,
-							   BTEqualStrategyNumber);
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, opcintype,
-						   idx->rd_indcollation[0], get_opcode(eqop), value);
-	snap = RegisterSnapshot(GetLatestSnapshot());
-	scan = dlock_index_beginscan(heap, idx, snap, 1);
-	index_rescan(scan, &key, 1, NULL, 0);
-	slot = table_slot_create(heap, NULL);
-	if (index_getnext_slot(scan, ForwardScanDirection, slot))
-	{
-		bool		isnull;
-		Datum		d = slot_getattr(slot, idx->rd_index->indkey.values[0],
-									 &isnull);
-
-		if (!isnull)
-		{
-			*stored = datumCopy(d, t->pk_byval, t->pk_typlen);
-			found = true;
-		}
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	index_endscan(scan);
-	UnregisterSnapshot(snap);
-	index_close(idx, AccessShareLock);
-	table_close(heap, AccessShareLock);
-	return found;
-}
-
-/*
- * The key text of a primary key value given as an argument (to
- * dlock_claimed, dlock_complete, ...).  Where equal keys can be written
- * differently (an equality coarser than the value, or char(n), which the
- * column pads), the value is replaced by the stored key of
- * the row it matches, if any.  The rows of a partitioned table are looked
- * up in its leaves; an inheritance parent's claims are on its own rows
- * only.
- */
-text *
-dlock_claim_key_text_of_arg(const ClaimTarget *t, Datum value, Oid type)
-{
-	value = as_key_type(t, value, type);
-	if (t->pk_spellings)
-	{
-		List	   *rels;
-		ListCell   *lc;
-
-		rels = t->relkind == RELKIND_PARTITIONED_TABLE ?
-			find_all_inheritors(t->relid, AccessShareLock, NULL) :
-			list_make1_oid(t->relid);
-		foreach(lc, rels)
-		{
-			Oid			relid = lfirst_oid(lc);
-
-			CHECK_FOR_INTERRUPTS();
-			if (get_rel_relkind(relid) == RELKIND_RELATION &&
-				probe_stored_key(t, relid, value, &value))
-				break;
-		}
-	}
-	return dlock_claim_key_text(t, value, t->pk_type);
-}
-
-/* A key text back as a value of the primary key's type. */
-Datum
-dlock_claim_key_value(const ClaimTarget *t, text *key)
-{
-	return OidInputFunctionCall(t->pk_in_fn, text_to_cstring(key),
-								t->pk_ioparam, -1);
-}
-
-DlockKeyLock
-dlock_claim_keylock(Oid relid, text *key)
-{
-	return dlock_key_for_row(relid, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	return dlock_claim_target_for_rel(relid, fn);
 }

@@ -16,21 +16,26 @@
  * what the caller may see, as pg_stat_activity does: a role sees the
  * leases, waits and claims of the roles whose privileges it has (its own,
  * and those of roles it is a member of), and claims only on tables it may
- * SELECT from; superusers and members of pg_read_all_stats see everything.
+ * SELECT from, and, where row-level security applies, on rows it can see;
+ * superusers and members of pg_read_all_stats see everything.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_constraint.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/rls.h"
 #include "utils/timestamp.h"
 
+#include "claim.h"
 #include "claim_store.h"
 #include "dlock.h"
 #include "lease_store.h"
@@ -55,47 +60,88 @@ sees_role(Oid owner)
 }
 
 /*
- * Return the n rows in SPI_tuptable that caller (the role that called the
- * function, not dlock's owner that read the rows) may see: the role in
- * column owner_col must be one whose privileges caller has, and, when
- * relid_col > 0, caller must have SELECT on that table.
+ * Whether caller can see the row of table relid whose primary key's text
+ * is key, when row-level security applies to it there: the row must pass
+ * its policies (and its key column be readable).  Claims of a table
+ * without a single-column primary key (claimed under another one) are
+ * never shown then.  Runs as the caller; back as dlock's owner after.
+ */
+static bool
+claim_row_visible(DlockSpi *spi, Oid relid, text *key)
+{
+	Oid			conoid;
+	Bitmapset  *cols = get_primary_key_attnos(relid, false, &conoid);
+	const ClaimTarget *t;
+	Datum		value;
+	int			io;
+	bool		visible;
+
+	if (bms_num_members(cols) != 1)
+		return false;
+	dlock_spi_as_caller(spi);
+	t = dlock_claim_target_for_rel(relid, NULL);
+	io = dlock_claim_io_begin(t, InvalidOid);
+	value = dlock_claim_key_value(t, key);
+	dlock_claim_io_end(io);
+	visible = dlock_claim_row_visible(t, value, t->pk_type);
+	dlock_spi_as_owner(spi);
+	return visible;
+}
+
+/*
+ * Return the n rows in SPI_tuptable that the role that called the function
+ * (not dlock's owner that read the rows) may see: the role in column
+ * owner_col must be one whose privileges the caller has; when relid_col >
+ * 0, the caller must have SELECT on that table, and when key_col > 0 too
+ * (a claim on the row with that key), see that row if row-level security
+ * applies.  The first columns of the rows, as many as the result has, are
+ * returned.
  */
 static void
-emit_visible(FunctionCallInfo fcinfo, Oid caller, uint64 n, int owner_col,
-			 int relid_col)
+emit_visible(FunctionCallInfo fcinfo, DlockSpi *spi, uint64 n, int owner_col,
+			 int relid_col, int key_col)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			caller = spi->caller;
 	bool		sees_all = role_sees(caller, InvalidOid);
+	SPITupleTable *tab = SPI_tuptable;
+	int			natts = rsinfo->setDesc->natts;
+	Datum	   *values = palloc(sizeof(Datum) * tab->tupdesc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * tab->tupdesc->natts);
 
-	if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts)
+	if (tab->tupdesc->natts < natts)
 		elog(ERROR, "dlock view query returned %d columns, expected %d",
-			 SPI_tuptable->tupdesc->natts, rsinfo->setDesc->natts);
+			 tab->tupdesc->natts, natts);
 	for (uint64 i = 0; i < n; i++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		bool		isnull;
+		HeapTuple	tup = tab->vals[i];
 
 		CHECK_FOR_INTERRUPTS();
+		heap_deform_tuple(tup, tab->tupdesc, values, nulls);
 		if (!sees_all)
 		{
-			Oid			owner = DatumGetObjectId(SPI_getbinval(tup, SPI_tuptable->tupdesc,
-															   owner_col, &isnull));
+			Oid			owner = DatumGetObjectId(values[owner_col - 1]);
 
-			if (isnull || !role_sees(caller, owner))
+			if (nulls[owner_col - 1] || !role_sees(caller, owner))
 				continue;
 			if (relid_col > 0)
 			{
-				Oid			relid = DatumGetObjectId(SPI_getbinval(tup, SPI_tuptable->tupdesc,
-																   relid_col, &isnull));
+				Oid			relid = DatumGetObjectId(values[relid_col - 1]);
 				bool		missing = false;
 
-				if (isnull ||
+				if (nulls[relid_col - 1] ||
 					pg_class_aclcheck_ext(relid, caller, ACL_SELECT, &missing) != ACLCHECK_OK ||
 					missing)
 					continue;
+				if (key_col > 0 &&
+					check_enable_rls(relid, caller, true) == RLS_ENABLED &&
+					(nulls[key_col - 1] ||
+					 !claim_row_visible(spi, relid,
+										DatumGetTextPP(values[key_col - 1]))))
+					continue;
 			}
 		}
-		tuplestore_puttuple(rsinfo->setResult, tup);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 }
 
@@ -114,7 +160,7 @@ dlock_locks_sql(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_spi_begin(&spi);
-	emit_visible(fcinfo, spi.caller, dlock_lease_store_read_live(), 3, 0);
+	emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);
 	dlock_spi_end(&spi);
 	PG_RETURN_VOID();
 }
@@ -135,7 +181,29 @@ dlock_claims_sql(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_spi_begin(&spi);
-	emit_visible(fcinfo, spi.caller, dlock_claim_store_read_live(), 4, 1);
+	emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);
+	dlock_spi_end(&spi);
+	PG_RETURN_VOID();
+}
+
+/*
+ * dlock_dead_claims() RETURNS SETOF record (table_name regclass, key text,
+ *		attempts integer, last_holder text, last_claimed_at timestamptz,
+ *		poisoned_at timestamptz)
+ *
+ * One row per poisoned claim (claimed max_attempts times) the caller may
+ * see, at the latest committed state: of roles whose privileges it has, on
+ * tables it may SELECT from, on rows it can see.
+ */
+PG_FUNCTION_INFO_V1(dlock_dead_claims_sql);
+Datum
+dlock_dead_claims_sql(PG_FUNCTION_ARGS)
+{
+	DlockSpi	spi;
+
+	InitMaterializedSRF(fcinfo, 0);
+	dlock_spi_begin(&spi);
+	emit_visible(fcinfo, &spi, dlock_claim_store_read_dead(), 7, 1, 2);
 	dlock_spi_end(&spi);
 	PG_RETURN_VOID();
 }
