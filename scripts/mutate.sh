@@ -47,18 +47,36 @@ fi
 # (in the texts, \t is a tab and \n a newline)
 MUTANTS=$(cat <<'EOF'
 no-wake-at-expiry@src/acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/handover.c@if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover
-handover-to-xact-block@src/acquire.c@dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());@dlock_wait_enqueue(hash, key, holder, ttl_us, true);@isolation:wait_handover
+no-handover@src/handover.c@if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
+handover-to-xact-block@src/acquire.c@dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());@dlock_wait_enqueue(hash, key, holder, ttl_us, true);@isolation:wait_handover isolation:time_at_once
 handover-ignores-withdrawal@src/handover.c@if (!dlock_wait_offer_settle(&p->offer, stands) && stands)@if (!dlock_wait_offer_settle(&p->offer, stands) && false)@isolation:wait_handover
 handover-not-flushed@src/wait.c@\tXLogFlush(g->lsn);@\t(void) g;@tap:016_release_flush
 no-wake-on-release@src/xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
 no-fence@src/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
 release-always-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
 release-never-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
-tokens-plain-sequence@src/token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens
+tokens-plain-sequence@src/token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
 no-fifo@src/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo
-no-role-check@src/lease.c@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles
-views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles
+no-role-check@src/lease.c@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
+views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
+wait0-sleeps@src/acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait0-waits@src/acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-early@src/acquire.c@start + wait_us, token);@start + wait_us / 2, token);@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-at-wakeup@src/acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
+acquire-waits-for-open-xact@src/lease.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
+wrong-holder-waits@src/lease.c@\tif (!dlock_key_trylock(&kl, mode))\n\t{\n\t\tdlock_lease_store_fetch(s, key, l);@\tif (!dlock_key_trylock(&kl, mode))\n\t\tdlock_key_lock(&kl, mode);\n\tif (false)\n\t{\n\t\tdlock_lease_store_fetch(s, key, l);@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
+ttl-from-xact-start@src/lease.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
+renew-from-xact-start@src/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
+expiry-at-xact-start@src/lease.c@\t*now = GetCurrentTimestamp();@\t*now = GetCurrentTransactionStartTimestamp();@regress:lease_basic regress:time_promises
+claims-ttl-from-xact-start@src/claim.c@\tnow = GetCurrentTimestamp();\n\tdecide_claimable(@\tnow = GetCurrentTransactionStartTimestamp();\n\tdecide_claimable(@regress:time_promises isolation:time_at_once
+claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
+claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_disjoint isolation:time_at_once
+claims-wait-for-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tdlock_key_lock(&kl, ExclusiveLock);\n\t\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
+takeover-reuses-token@src/lease.c@\t\t*token = dlock_next_token();@\t\t*token = l.held ? l.token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
+max-attempts-ignored@src/claim.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
+claim-batch-n-plus-1@src/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
+unclaim-of-others@src/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
+unclaim-of-others@src/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
 no-claim-recheck@src/claim.c@\t\t\tif (!found[k])\n\t\t\t\tcc->fresh = true;@\t\t\tif (true)\n\t\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
 no-claim-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
 no-row-check@src/claim.c@\t\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\t\theld = false;\n\t\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
@@ -79,9 +97,9 @@ no-claim-sweep@src/claim.c@\t\tdlock_claim_maybe_cleanup();@\t\t(void) 0;@regres
 no-claim-schema-check@src/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
 claims-first-chunk-only@src/claim_manage.c@for (int start = 0; start < n; start += KEY_CHUNK)@for (int start = 0; start < Min(n, KEY_CHUNK); start += KEY_CHUNK)@regress:promises
-no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises
-no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises
-no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises
+no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings)@\tif (false)@regress:claim_keys
 claim-fence-unlocked@src/claim_manage.c@\tdlock_key_lock(&kl, ShareLock);\n\tok = dlock_claim_store_held(@\tok = dlock_claim_store_held(@tap:075_two_phase
 EOF
