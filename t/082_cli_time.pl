@@ -14,10 +14,7 @@
 #  - `dlock acquire --ttl` and `dlock renew --ttl` lease from the call:
 #    expires_at is at least the clock before the run plus the ttl.
 #
-# Every process started here is stopped on every exit path: the background
-# psql sessions and dlock runs in an END block, which also runs on SIGINT,
-# SIGTERM and SIGHUP (scripts/test.sh's time limit); the cluster by
-# PostgreSQL::Test::Cluster's own END block.
+# Every process started here is stopped on every exit path (t/DlockProcesses.pm).
 
 use strict;
 use warnings;
@@ -25,21 +22,11 @@ use warnings;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 use Time::HiRes qw(time);
-
-my @sessions;    # background psql sessions, quit at the end
-$SIG{$_} = sub { diag("stopped by SIG$_[0]"); exit 1 } for qw(INT TERM HUP);
-
-END
-{
-	my $rc = $?;
-	for my $s (@sessions)
-	{
-		eval { $s->{run}->kill_kill(grace => 2) };
-	}
-	$? = $rc;
-}
 
 my $node = PostgreSQL::Test::Cluster->new('cli_time');
 $node->init;
@@ -109,7 +96,6 @@ is($s1->{contended} - $s0->{contended}, 25, 'each acquire was counted as contend
 
 # --- the same while another session's transaction works on the key ---
 my $bg = $node->background_psql('postgres', on_error_stop => 1);
-push @sessions, $bg;
 $bg->query_safe("BEGIN; SELECT dlock_renew('ct:held', 'h1', '2 hours')");
 is(count_exits(5, 75, 'acquire', 'ct:held', '--holder', 'h2', '--wait', '0', '-d', $conn),
 	5, 'acquire --wait 0 while the key is locked: exit 75 at once');
@@ -154,5 +140,4 @@ is( $node->safe_psql('postgres',
 	't', 'renewed for 2 hours from the call');
 
 $bg->quit;
-@sessions = ();
 done_testing();
