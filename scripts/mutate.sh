@@ -2,8 +2,9 @@
 # scripts/mutate.sh - mutation testing: does the suite notice when a promise
 # of the README is broken?
 #
-#   sudo bash scripts/mutate.sh              # every mutant, about 15 minutes (2 cores)
+#   sudo bash scripts/mutate.sh              # every mutant, about 25 minutes (2 cores)
 #   sudo bash scripts/mutate.sh no-fifo      # only the ones named
+#   sudo bash scripts/mutate.sh --all-tests [NAME...]   # which tests kill each one
 #
 # Each mutant below is one small deliberate breakage of one promise, made in
 # a copy of the source (the repository is not touched), and the tests that
@@ -17,6 +18,16 @@
 # lines): all their changes are made in one copy, and it runs the tests of
 # all of them.
 #
+# --all-tests (or MUTANTS_ALL_TESTS=1): each mutant runs the whole regress
+# and isolation suite (every sql/*.sql and specs/*.spec, in the Makefile's
+# order) plus the TAP files its lines name, and the script reports which
+# tests killed it: a mutant killed by a single test is flagged ("SINGLE":
+# one edited expected file and the promise is unguarded).  A mutant killed
+# by none survived, as above; a single killer is reported, not a failure.
+# Cost: every mutant is a build and the whole regress and isolation suite,
+# about 1.5 minutes on 2 cores (plus its TAP files): over an hour for the
+# whole list, too slow for CI; run it on a few names, or before a release.
+#
 # Control run: before any mutant, the unmutated source runs the union of
 # the selected mutants' tests.  If that fails (a flaky or renamed test, a
 # time limit too short), a failure of a mutant would prove nothing: the
@@ -28,6 +39,12 @@
 # (the major version scripts/lib.sh picks) into its work directory and
 # installs every build into that copy: the machine's own installation is
 # never touched.
+#
+# Processes: each scripts/test.sh run is a session of its own.  Interrupted
+# (SIGINT, SIGTERM, SIGHUP), the script stops that session's processes
+# (SIGTERM, then SIGKILL after 30 s) and any PostgreSQL server left running
+# in the run's build or test directories, then removes its copies.  After
+# every run, a server left running there is stopped and reported.
 #
 # Run it before every release; add a mutant with every promise the README
 # makes.  Environment: MUTANTS_KEEP=1 keeps the copies and logs;
@@ -42,6 +59,17 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "scripts/mutate.sh must run as root (it runs scripts/test.sh)." >&2
     exit 1
 fi
+
+ALL_TESTS=${MUTANTS_ALL_TESTS:-0}
+args=()
+for a in "$@"; do
+    case "$a" in
+        --all-tests) ALL_TESTS=1 ;;
+        -*) echo "scripts/mutate.sh: unknown option $a" >&2; exit 64 ;;
+        *) args+=("$a") ;;
+    esac
+done
+set -- ${args[@]+"${args[@]}"}
 
 # name @ file @ text to replace @ replacement @ tests (DLOCK_ONLY)
 # (in the texts, \t is a tab and \n a newline)
@@ -107,9 +135,77 @@ EOF
 
 WORK=$(mktemp -d /tmp/dlock-mutate.XXXXXX)
 chmod 755 "$WORK"
-# interrupted: remove the copies (and the private PostgreSQL)
-trap 'rm -rf "$WORK"; exit 130' INT TERM
+RUN_PID=
+RUN_LOG=
+
+# session_pids SID: the processes of session SID
+session_pids() {
+    ps -e -o pid=,sid= | awk -v s="$1" '$2 == s { printf "%s ", $1 }'
+}
+# run_dirs LOG: the build and test directories a scripts/test.sh run named
+run_dirs() {
+    [ -f "$1" ] || return 0
+    sed -nE 's/^==> building in ([^ ]+) .*/\1/p; s/^==> test cluster: PGHOST=([^ ]+) .*/\1/p' "$1" |
+        grep -E '^/tmp/dlock-(build|test)\.' || true
+}
+# stop_servers LOG: stops the PostgreSQL servers (and whatever else) still
+# running in the directories of LOG's run (their postmasters' working
+# directories are their data directories, there even once deleted);
+# prints how many processes it found
+stop_servers() {
+    local dirs d p cwd found=() i
+    dirs=$(run_dirs "$1")
+    [ -n "$dirs" ] || { echo 0; return 0; }
+    for p in /proc/[0-9]*; do
+        cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+        for d in $dirs; do
+            case "$cwd" in "$d"/*|"$d") found+=("${p#/proc/}") ;; esac
+        done
+    done
+    echo ${#found[@]}
+    [ ${#found[@]} -gt 0 ] || return 0
+    kill -QUIT "${found[@]}" 2>/dev/null     # a postmaster's immediate shutdown
+    for i in $(seq 1 20); do
+        kill -0 "${found[@]}" 2>/dev/null || return 0
+        sleep 0.5
+    done
+    kill -KILL "${found[@]}" 2>/dev/null
+    return 0
+}
+# stop_run: stops the running scripts/test.sh run, all of it
+stop_run() {
+    local pids i n
+    [ -n "$RUN_PID" ] || return 0
+    pids=$(session_pids "$RUN_PID")
+    if [ -n "$pids" ]; then
+        echo "==> stopping the test run (session $RUN_PID)"
+        kill -TERM $pids 2>/dev/null
+        for i in $(seq 1 30); do     # its EXIT traps and TAP END blocks stop their servers
+            pids=$(session_pids "$RUN_PID")
+            [ -n "$pids" ] || break
+            sleep 1
+        done
+        [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
+    fi
+    n=$(stop_servers "$RUN_LOG")
+    [ "$n" -eq 0 ] || echo "==> stopped $n process(es) left running in its directories"
+    rm -rf $(run_dirs "$RUN_LOG")
+    RUN_PID=
+}
+interrupted() {
+    trap - INT TERM HUP
+    echo
+    echo "==> interrupted"
+    stop_run
+    rm -rf "$WORK"
+    if [ "${reinstall:-0}" = 1 ]; then
+        echo "==> $DLOCK_PG_BIN may hold a mutant's build now: run scripts/test.sh (or make install) to put dlock back"
+    fi
+    exit 130
+}
+trap interrupted INT TERM HUP
 killed=0
+declare -A killers=()   # --all-tests: the tests that killed each mutant
 survived=()
 broken=()
 total=0
@@ -118,6 +214,21 @@ finish() {      # finish PASSED FAILED: summary, clean up, last line, exit statu
     echo
     echo "==================== dlock mutation testing ===================="
     echo "  $total mutant(s): $killed killed, ${#survived[@]} survived, ${#broken[@]} broken"
+    if [ "$ALL_TESTS" = 1 ] && [ ${#killers[@]} -gt 0 ]; then
+        local m n single=0
+        echo "  tests that killed each mutant (whole regress and isolation suite, and its TAP files):"
+        for m in ${names[@]+"${names[@]}"}; do
+            [ -n "${killers[$m]:-}" ] || continue
+            n=$(wc -w <<<"${killers[$m]}")
+            if [ "$n" -eq 1 ]; then
+                single=$((single + 1))
+                printf '    %-32s %2d  %s   <- SINGLE\n' "$m" "$n" "${killers[$m]}"
+            else
+                printf '    %-32s %2d  %s\n' "$m" "$n" "${killers[$m]}"
+            fi
+        done
+        echo "  $single mutant(s) killed by a single test"
+    fi
     for m in ${survived[@]+"${survived[@]}"}; do echo "  SURVIVED: $m"; done
     for m in ${broken[@]+"${broken[@]}"}; do echo "  BROKEN: $m"; done
     [ -n "${control_failed:-}" ] && echo "  FAIL: control run failed (log kept: $control_log); no mutant was run"
@@ -156,15 +267,38 @@ while IFS= read -r line; do
 done <<<"$MUTANTS"
 
 line_no() { sed -n "${1}p" <<<"$MUTANTS"; }
-# tests_of NAME: the union of the tests of NAME's lines
+# tests_of NAME: the union of the tests of NAME's lines; with --all-tests,
+# the whole regress and isolation suite and the TAP files of NAME's lines
 tests_of() {
     local i out=" " t
+    if [ "$ALL_TESTS" = 1 ]; then
+        out=" $SUITE "
+    fi
     for i in ${lines_of[$1]}; do
         for t in $(line_no "$i" | cut -d@ -f5); do
+            [ "$ALL_TESTS" = 1 ] && [ "${t%%:*}" != tap ] && continue
             [[ "$out" == *" $t "* ]] || out+="$t "
         done
     done
     out=${out# }
+    echo "${out% }"
+}
+# killers_of LOG: the tests a scripts/test.sh run reported failed, as
+# kind:name; a suite that failed as a whole (time limit, no result) as
+# kind:(how)
+killers_of() {
+    local kind rest t out=
+    while read -r kind rest; do
+        for t in $rest; do out+="$kind:${t#t/} "; done
+    done < <(sed -nE 's/^  FAIL: \[(regress|isolation)\] [0-9]+ test\(s\) failed: (.*)$/\1 \2/p' "$1")
+    for t in $(sed -nE 's/^  FAIL: \[tap\] [0-9]+ failure\(s\) in [0-9]+ file\(s\): (.*)$/\1/p' "$1"); do
+        t=${t#t/}
+        out+="tap:${t%.pl} "
+    done
+    while read -r kind rest; do
+        [ -n "$kind" ] && out+="$kind:($rest) "
+    done < <(sed -nE 's/^  FAIL: \[(regress|isolation|tap)\] (timed out|aborted|prove did not run|ran no test).*/\1 \2/p' "$1" |
+             sed 's/ /_/2g')
     echo "${out% }"
 }
 
@@ -196,12 +330,28 @@ else
     export DLOCK_PG_BIN
     reinstall=${MUTANTS_REINSTALL:-1}
 fi
-echo "==> PostgreSQL: $DLOCK_PG_BIN"
+echo "==> PostgreSQL: $DLOCK_PG_BIN; work directory $WORK"
 
-# run_tests SRC TESTS LOG: scripts/test.sh on SRC with DLOCK_ONLY=TESTS
+# run_tests SRC TESTS LOG: scripts/test.sh on SRC with DLOCK_ONLY=TESTS, in a
+# session of its own (setsid: its process id is the session's id), waited
+# for in the background so that a signal reaches the trap at once
 run_tests() {
+    local rc n
+    RUN_LOG=$3
     DLOCK_SRC=$1 DLOCK_ONLY=$2 DLOCK_IGNORE_WARNINGS=1 DLOCK_MAKE_FLAGS=with_llvm=no \
-        bash "$REPO/scripts/test.sh" >"$3" 2>&1
+        setsid bash "$REPO/scripts/test.sh" >"$3" 2>&1 </dev/null &
+    RUN_PID=$!
+    wait "$RUN_PID"
+    rc=$?
+    # scripts/test.sh's own processes are gone; servers its tests started
+    # and did not stop are not
+    n=$(stop_servers "$3")
+    if [ "$n" -gt 0 ]; then
+        echo "    NOTE: $n process(es) were left running in the run's directories; stopped"
+        echo "LEFT RUNNING: $n process(es) (mutate.sh)" >>"$3"
+    fi
+    RUN_PID=
+    return $rc
 }
 # forget_kept LOG: scripts/test.sh keeps its build and test directories in
 # /tmp when a test fails, as it does for every killed mutant (gigabytes
@@ -219,6 +369,30 @@ copy_source() { # copy_source DIR: the tracked files, as they are in the work tr
     mkdir -p "$1"
     (cd "$REPO" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$1"
 }
+
+# ---- --all-tests: every regress and isolation test, in the Makefile's order ----
+SUITE=
+if [ "$ALL_TESTS" = 1 ]; then
+    cat >"$WORK/print.mk" <<'MK'
+dlock-print-%:
+	@echo '$($*)'
+MK
+    copy_source "$WORK/suite"
+    for v in REGRESS ISOLATION; do
+        kind=$( [ $v = REGRESS ] && echo regress || echo isolation )
+        for t in $(cd "$WORK/suite" && make --no-print-directory -s -f Makefile -f "$WORK/print.mk" \
+                PG_CONFIG="$DLOCK_PG_BIN/pg_config" "dlock-print-$v" 2>/dev/null | tail -n 1); do
+            SUITE+="$kind:$t "
+        done
+    done
+    rm -rf "$WORK/suite"
+    SUITE=${SUITE% }
+    if [ -z "$SUITE" ]; then
+        broken+=("(could not list the regress and isolation tests)")
+        finish 0 1
+    fi
+    echo "==> --all-tests: $(wc -w <<<"$SUITE") regress and isolation tests for every mutant"
+fi
 
 # ---- control run: the unmutated source with every selected test ----
 all_tests=" "
@@ -267,7 +441,11 @@ for name in ${names[@]+"${names[@]}"}; do
         files+="$file "
     done
     [ $ok = 1 ] || continue
-    echo "==> $name: ${files% } changed; running $tests"
+    if [ "$ALL_TESTS" = 1 ]; then
+        echo "==> $name: ${files% } changed; running every regress and isolation test${tests#"$SUITE"}"
+    else
+        echo "==> $name: ${files% } changed; running $tests"
+    fi
     run_tests "$copy" "$tests" "$WORK/$name.log"
     rc=$?
     if grep -q 'FAIL: build or make install' "$WORK/$name.log"; then
@@ -276,6 +454,11 @@ for name in ${names[@]+"${names[@]}"}; do
     elif [ $rc -ne 0 ]; then
         echo "    killed: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
         killed=$((killed + 1))
+        if [ "$ALL_TESTS" = 1 ]; then
+            k=$(killers_of "$WORK/$name.log")
+            killers[$name]=${k:-"(none named: see the log)"}
+            echo "    killed by $(wc -w <<<"$k"): ${killers[$name]}"
+        fi
         forget_kept "$WORK/$name.log"
     else
         echo "    SURVIVED: $tests passed with it"
