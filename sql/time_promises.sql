@@ -83,14 +83,15 @@ COMMIT;
 -- none of them waited; every one was counted as contended
 SELECT contended >= 6000 AS contended, waits, wait_timeouts FROM pg_temp.tp_counted();
 
--- a wrong holder's release, renew and validate, and the holder's own
--- validate and renew, are answered at once too
+-- a wrong holder's release, renew, validate and release_all, and the
+-- holder's own validate and renew, are answered at once too
 SELECT pg_temp.tp_mark();
 SELECT count(*) FILTER (WHERE dlock_release('tp:held', 'h2')) AS wrong_released,
        count(*) FILTER (WHERE dlock_release('tp:held', 'h1', :t_held - 1)) AS wrong_token_released,
        count(*) FILTER (WHERE dlock_renew('tp:held', 'h2', '1 day')) AS wrong_renewed,
        count(*) FILTER (WHERE dlock_validate('tp:held', 'h2', :t_held)) AS wrong_validated
   FROM generate_series(1, 1000);
+SELECT sum(dlock_release_all('h2')) AS h2_released_all FROM generate_series(1, 200);
 BEGIN;
 SELECT count(*) FILTER (WHERE dlock_validate('tp:held', 'h1', :t_held)) AS validated_1000
   FROM generate_series(1, 1000);
@@ -101,7 +102,7 @@ SELECT count(*) FILTER (WHERE dlock_renew('tp:held', 'h1')) AS renewed_200,
 SELECT waits, wait_timeouts FROM pg_temp.tp_counted();
 
 -- claims over held rows come back empty at once, and so do another
--- holder's give-back, completion, fence and heartbeat
+-- holder's give-back, completion, fence and heartbeat, and the per-row check
 SELECT count(*) AS w1_claimed FROM dlock_claim(NULL::tp_jobs, 'w1', 10, '1 hour', 'id <= 10');
 SELECT count(c.id) AS claimed_held_rows
   FROM generate_series(1, 200) g, LATERAL dlock_claim(NULL::tp_jobs, 'w2', 5, '1 min', 'id <= 10') c;
@@ -110,6 +111,8 @@ SELECT count(*) FILTER (WHERE dlock_claimed('tp_jobs', 1 + g % 10, 'w2')) AS w2_
        sum(dlock_renew_claims('tp_jobs', 'w2', '1 day')) AS w2_renewed,
        sum((SELECT count(*) FROM dlock_complete('tp_jobs', 'w2', ARRAY[1 + g % 10]))) AS w2_completed
   FROM generate_series(1, 200) g;
+SELECT count(*) FILTER (WHERE dlock_claim_unheld('tp_jobs', 1 + g % 20)) AS unheld_rows_seen
+  FROM generate_series(1, 300) g;
 SELECT count(*) AS w1_still_holds FROM dlock_claims
  WHERE table_name = 'tp_jobs'::regclass AND holder = 'w1';
 RESET statement_timeout;

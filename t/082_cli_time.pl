@@ -140,4 +140,28 @@ is( $node->safe_psql('postgres',
 	't', 'renewed for 2 hours from the call');
 
 $bg->quit;
+
+# --- without shared_preload_libraries (waits poll, no queue): the same ---
+my $plain = PostgreSQL::Test::Cluster->new('cli_time_plain');
+$plain->init;
+$plain->start;
+$plain->safe_psql('postgres', 'CREATE EXTENSION dlock');
+my $pconn = $plain->connstr('postgres');
+$plain->safe_psql('postgres', "SELECT dlock_acquire('ct:held', 'h1', '1 hour')");
+is(count_exits(5, 75, 'acquire', 'ct:held', '--holder', 'h2', '--wait', '0', '-d', $pconn),
+	5, 'not preloaded: acquire --wait 0 of a held key: exit 75 at once');
+is( $plain->safe_psql('postgres',
+		"SET statement_timeout = '1s'; SELECT count(*) FROM generate_series(1, 1000)"
+		  . " WHERE dlock_acquire('ct:held', 'h2', '1 min', '0') IS NULL"),
+	'1000', 'not preloaded: 1,000 wait => 0 acquires within statement_timeout = 1s');
+($rc, $out, $err, $took) = dl(undef, 'acquire', 'ct:held', '--holder', 'h2', '--wait', '1s',
+	'-d', $pconn);
+is($rc, 75, 'not preloaded: acquire --wait 1s of a held key: exit 75');
+cmp_ok($took, '>=', 1.0, 'after its whole wait');
+is( $plain->safe_psql('postgres',
+		"SELECT dlock_acquire('ct:held', 'h2', '1 min', '300 ms') IS NULL,"
+		  . " clock_timestamp() - statement_timestamp() >= interval '300 ms'"),
+	't|t', 'not preloaded: a waited acquire that is not granted took its whole wait');
+$plain->stop;
+
 done_testing();
