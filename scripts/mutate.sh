@@ -98,17 +98,18 @@ renew-from-xact-start@src/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, 
 expiry-at-xact-start@src/lease.c@\t*now = GetCurrentTimestamp();@\t*now = GetCurrentTransactionStartTimestamp();@regress:lease_basic regress:time_promises
 claims-ttl-from-xact-start@src/claim.c@\tnow = GetCurrentTimestamp();\n\tdecide_claimable(@\tnow = GetCurrentTransactionStartTimestamp();\n\tdecide_claimable(@regress:time_promises isolation:time_at_once
 claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
-claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_disjoint isolation:time_at_once
+claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
 claims-wait-for-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tdlock_key_lock(&kl, ExclusiveLock);\n\t\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
 takeover-reuses-token@src/lease.c@\t\t*token = dlock_next_token();@\t\t*token = l.held ? l.token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
 max-attempts-ignored@src/claim.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
 claim-batch-n-plus-1@src/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
+claim-batch-n-plus-1@src/claim.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
 unclaim-of-others@src/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
 unclaim-of-others@src/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
 no-claim-recheck@src/claim.c@\t\t\tif (!found[k])\n\t\t\t\tcc->fresh = true;@\t\t\tif (true)\n\t\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
 no-claim-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
 no-row-check@src/claim.c@\t\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\t\theld = false;\n\t\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
-hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\t/* only its own@\tdlock_spi_begin(&spi);\n\t/* only its own@regress:claim_ranges
+hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\t/* only its own@\tdlock_spi_begin(&spi);\n\t/* only its own@regress:claim_ranges isolation:time_at_once
 hints-outlive-rollback@src/claim_plan.c@\t\tif (event == XACT_EVENT_ABORT)\n\t\t\tforget_hint(up);@\t\t(void) 0;@regress:claim_ranges
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
 no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
@@ -128,7 +129,7 @@ claims-first-chunk-only@src/claim_manage.c@for (int start = 0; start < n; start 
 no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings)@\tif (false)@regress:claim_keys
+claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings)@\tif (false)@regress:claim_keys isolation:claim_key_spellings
 claim-fence-unlocked@src/claim_manage.c@\tdlock_key_lock(&kl, ShareLock);\n\tok = dlock_claim_store_held(@\tok = dlock_claim_store_held(@tap:075_two_phase
 EOF
 )
@@ -391,6 +392,10 @@ MK
         broken+=("(could not list the regress and isolation tests)")
         finish 0 1
     fi
+    # a mutant that makes steps block or hang would run the suites into
+    # their time limits, which names no test: generous ones by default
+    export DLOCK_TIMEOUT_REGRESS=${DLOCK_TIMEOUT_REGRESS:-600}
+    export DLOCK_TIMEOUT_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-900}
     echo "==> --all-tests: $(wc -w <<<"$SUITE") regress and isolation tests for every mutant"
 fi
 
@@ -451,13 +456,15 @@ for name in ${names[@]+"${names[@]}"}; do
     if grep -q 'FAIL: build or make install' "$WORK/$name.log"; then
         echo "    did not build (log $WORK/$name.log)"
         broken+=("$name (does not build)")
+    elif [ $rc -ne 0 ] && [ "$ALL_TESTS" = 1 ] && [ -z "$(killers_of "$WORK/$name.log")" ]; then
+        echo "    the run failed, but no test did (log $WORK/$name.log)"
+        broken+=("$name (the run failed, but no test did: see its log)")
     elif [ $rc -ne 0 ]; then
         echo "    killed: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
         killed=$((killed + 1))
         if [ "$ALL_TESTS" = 1 ]; then
-            k=$(killers_of "$WORK/$name.log")
-            killers[$name]=${k:-"(none named: see the log)"}
-            echo "    killed by $(wc -w <<<"$k"): ${killers[$name]}"
+            killers[$name]=$(killers_of "$WORK/$name.log")
+            echo "    killed by $(wc -w <<<"${killers[$name]}"): ${killers[$name]}"
         fi
         forget_kept "$WORK/$name.log"
     else
