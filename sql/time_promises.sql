@@ -16,6 +16,7 @@
 --     last their ttl from the call, not from the transaction's start;
 --   - expiry is judged on the current clock: a lease or claim that ran out
 --     during a transaction is lost to every function in it;
+--   - dlock_cleanup measures idleness on the clock of the call;
 --   - tokens are at or above the server's clock in microseconds since 1970.
 --
 -- No speed is asserted: timestamps are compared with sleeps made before
@@ -282,9 +283,27 @@ SELECT dlock_claimed('tp_jobs', 60, 'e1') AS fenced_after_expiry;
 SELECT dlock_renew_claims('tp_jobs', 'e1') AS claims_renewed_after_expiry;
 SELECT dlock_unclaim('tp_jobs', 'e1') AS unclaimed_after_expiry;
 SELECT count(*) AS completed_after_expiry FROM dlock_complete('tp_jobs', 'e1', ARRAY[60, 61]);
+SELECT dlock_force_release('tp:exp') AS forced_after_expiry;
 -- others may take them in the same transaction
 SELECT dlock_acquire('tp:exp', 'h2', '1 hour', '0') > :t_exp AS taken_over;
 SELECT count(*) AS claimed_again FROM dlock_claim(NULL::tp_jobs, 'e2', 2, '1 hour', 'id IN (60, 61)');
+COMMIT;
+
+--
+-- dlock_cleanup: lease and claim rows idle for longer than idle go, idle
+-- measured on the clock of the call, not the transaction's start
+--
+SELECT dlock_acquire('tp:idle', 'h1', '1 hour') IS NOT NULL AS acquired;
+SELECT dlock_release('tp:idle', 'h1') AS released;
+SELECT count(*) AS claimed FROM dlock_claim(NULL::tp_jobs, 'i1', 1, '100 ms', 'id = 90');
+BEGIN;
+SELECT pg_sleep(0.5);
+SELECT dlock_cleanup('1 hour') >= 0 AS swept_the_old;
+SELECT (SELECT count(*) FROM dlock.lease WHERE key = 'tp:idle') AS lease_row_kept,
+       (SELECT count(*) FROM dlock.claim WHERE relid = 'tp_jobs'::regclass AND key = '90') AS claim_row_kept;
+SELECT dlock_cleanup('300 ms') > 0 AS swept;
+SELECT (SELECT count(*) FROM dlock.lease WHERE key = 'tp:idle') AS lease_row_left,
+       (SELECT count(*) FROM dlock.claim WHERE relid = 'tp_jobs'::regclass AND key = '90') AS claim_row_left;
 COMMIT;
 
 --
