@@ -2,8 +2,9 @@
 # scripts/mutate.sh - mutation testing: does the suite notice when a promise
 # of the README is broken?
 #
-#   sudo bash scripts/mutate.sh              # every mutant, about 15 minutes (2 cores)
+#   sudo bash scripts/mutate.sh              # every mutant, about 25 minutes (2 cores)
 #   sudo bash scripts/mutate.sh no-fifo      # only the ones named
+#   sudo bash scripts/mutate.sh --all-tests [NAME...]   # which tests kill each one
 #
 # Each mutant below is one small deliberate breakage of one promise, made in
 # a copy of the source (the repository is not touched), and the tests that
@@ -17,6 +18,16 @@
 # lines): all their changes are made in one copy, and it runs the tests of
 # all of them.
 #
+# --all-tests (or MUTANTS_ALL_TESTS=1): each mutant runs the whole regress
+# and isolation suite (every sql/*.sql and specs/*.spec, in the Makefile's
+# order) plus the TAP files its lines name, and the script reports which
+# tests killed it: a mutant killed by a single test is flagged ("SINGLE":
+# one edited expected file and the promise is unguarded).  A mutant killed
+# by none survived, as above; a single killer is reported, not a failure.
+# Cost: every mutant is a build and the whole regress and isolation suite,
+# about 1.5 minutes on 2 cores (plus its TAP files): over an hour for the
+# whole list, too slow for CI; run it on a few names, or before a release.
+#
 # Control run: before any mutant, the unmutated source runs the union of
 # the selected mutants' tests.  If that fails (a flaky or renamed test, a
 # time limit too short), a failure of a mutant would prove nothing: the
@@ -28,6 +39,12 @@
 # (the major version scripts/lib.sh picks) into its work directory and
 # installs every build into that copy: the machine's own installation is
 # never touched.
+#
+# Processes: each scripts/test.sh run is a session of its own.  Interrupted
+# (SIGINT, SIGTERM, SIGHUP), the script stops that session's processes
+# (SIGTERM, then SIGKILL after 30 s) and any PostgreSQL server left running
+# in the run's build or test directories, then removes its copies.  After
+# every run, a server left running there is stopped and reported.
 #
 # Run it before every release; add a mutant with every promise the README
 # makes.  Environment: MUTANTS_KEEP=1 keeps the copies and logs;
@@ -43,26 +60,58 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
+ALL_TESTS=${MUTANTS_ALL_TESTS:-0}
+args=()
+for a in "$@"; do
+    case "$a" in
+        --all-tests) ALL_TESTS=1 ;;
+        -*) echo "scripts/mutate.sh: unknown option $a" >&2; exit 64 ;;
+        *) args+=("$a") ;;
+    esac
+done
+set -- ${args[@]+"${args[@]}"}
+
 # name @ file @ text to replace @ replacement @ tests (DLOCK_ONLY)
 # (in the texts, \t is a tab and \n a newline)
 MUTANTS=$(cat <<'EOF'
 no-wake-at-expiry@src/acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/handover.c@if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover
-handover-to-xact-block@src/acquire.c@dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());@dlock_wait_enqueue(hash, key, holder, ttl_us, true);@isolation:wait_handover
+no-handover@src/handover.c@if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
+handover-to-xact-block@src/acquire.c@dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());@dlock_wait_enqueue(hash, key, holder, ttl_us, true);@isolation:wait_handover isolation:time_at_once
 handover-ignores-withdrawal@src/handover.c@if (!dlock_wait_offer_settle(&p->offer, stands) && stands)@if (!dlock_wait_offer_settle(&p->offer, stands) && false)@isolation:wait_handover
 handover-not-flushed@src/wait.c@\tXLogFlush(g->lsn);@\t(void) g;@tap:016_release_flush
 no-wake-on-release@src/xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
 no-fence@src/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
 release-always-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
 release-never-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
-tokens-plain-sequence@src/token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens
+tokens-plain-sequence@src/token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
 no-fifo@src/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo
-no-role-check@src/lease.c@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles
-views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles
+no-role-check@src/lease.c@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
+views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
+wait0-sleeps@src/acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait0-waits@src/acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-early@src/acquire.c@start + wait_us, token);@start + wait_us / 2, token);@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-at-wakeup@src/acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
+acquire-waits-for-open-xact@src/lease.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
+wrong-holder-waits@src/lease.c@\tif (!dlock_key_trylock(&kl, mode))\n\t{\n\t\tdlock_lease_store_fetch(s, key, l);@\tif (!dlock_key_trylock(&kl, mode))\n\t\tdlock_key_lock(&kl, mode);\n\tif (false)\n\t{\n\t\tdlock_lease_store_fetch(s, key, l);@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
+ttl-from-xact-start@src/lease.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
+renew-from-xact-start@src/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
+expiry-at-xact-start@src/lease.c@\t*now = GetCurrentTimestamp();@\t*now = GetCurrentTransactionStartTimestamp();@regress:lease_basic regress:time_promises
+claims-ttl-from-xact-start@src/claim.c@\tnow = GetCurrentTimestamp();\n\tdecide_claimable(@\tnow = GetCurrentTransactionStartTimestamp();\n\tdecide_claimable(@regress:time_promises isolation:time_at_once
+claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
+cleanup-leases-idle-from-xact-start@src/lease.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTransactionStartTimestamp() - idle_us;@regress:time_promises isolation:time_at_once
+cleanup-claims-idle-from-xact-start@src/claim_manage.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTransactionStartTimestamp() - idle_us;@regress:time_promises isolation:time_at_once
+claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
+claims-wait-for-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tdlock_key_lock(&kl, ExclusiveLock);\n\t\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
+takeover-reuses-token@src/lease.c@\t\t*token = dlock_next_token();@\t\t*token = l.held ? l.token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
+max-attempts-ignored@src/claim.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
+claim-batch-n-plus-1@src/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
+claim-batch-n-plus-1@src/claim.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
+unclaim-of-others@src/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
+unclaim-of-others@src/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
 no-claim-recheck@src/claim.c@\t\t\tif (!found[k])\n\t\t\t\tcc->fresh = true;@\t\t\tif (true)\n\t\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
 no-claim-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
 no-row-check@src/claim.c@\t\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\t\theld = false;\n\t\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
-hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges
+hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges isolation:time_at_once
 hints-outlive-rollback@src/claim_plan.c@\t\tif (event == XACT_EVENT_ABORT)\n\t\t\tforget_hint(up);@\t\t(void) 0;@regress:claim_ranges
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
 no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
@@ -79,10 +128,10 @@ no-claim-sweep@src/claim.c@\t\tdlock_claim_maybe_cleanup();@\t\t(void) 0;@regres
 no-claim-schema-check@src/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
 claims-first-chunk-only@src/claim_manage.c@for (int start = 0; start < n; start += KEY_CHUNK)@for (int start = 0; start < Min(n, KEY_CHUNK); start += KEY_CHUNK)@regress:promises
-no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises
-no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises
-no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises
-claim-keys-as-written@src/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys
+no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+claim-keys-as-written@src/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys isolation:claim_key_spellings
 claim-fence-unlocked@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
 targets-miss-schema-rename@src/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
 claims-stay-in-detached-rows-tree@src/claim_ddl.c@\t\t\t\tclaims_follow_detach(before->relid, p->relid);@\t\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
@@ -102,9 +151,77 @@ EOF
 
 WORK=$(mktemp -d /tmp/dlock-mutate.XXXXXX)
 chmod 755 "$WORK"
-# interrupted: remove the copies (and the private PostgreSQL)
-trap 'rm -rf "$WORK"; exit 130' INT TERM
+RUN_PID=
+RUN_LOG=
+
+# session_pids SID: the processes of session SID
+session_pids() {
+    ps -e -o pid=,sid= | awk -v s="$1" '$2 == s { printf "%s ", $1 }'
+}
+# run_dirs LOG: the build and test directories a scripts/test.sh run named
+run_dirs() {
+    [ -f "$1" ] || return 0
+    sed -nE 's/^==> building in ([^ ]+) .*/\1/p; s/^==> test cluster: PGHOST=([^ ]+) .*/\1/p' "$1" |
+        grep -E '^/tmp/dlock-(build|test)\.' || true
+}
+# stop_servers LOG: stops the PostgreSQL servers (and whatever else) still
+# running in the directories of LOG's run (their postmasters' working
+# directories are their data directories, there even once deleted);
+# prints how many processes it found
+stop_servers() {
+    local dirs d p cwd found=() i
+    dirs=$(run_dirs "$1")
+    [ -n "$dirs" ] || { echo 0; return 0; }
+    for p in /proc/[0-9]*; do
+        cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+        for d in $dirs; do
+            case "$cwd" in "$d"/*|"$d") found+=("${p#/proc/}") ;; esac
+        done
+    done
+    echo ${#found[@]}
+    [ ${#found[@]} -gt 0 ] || return 0
+    kill -QUIT "${found[@]}" 2>/dev/null     # a postmaster's immediate shutdown
+    for i in $(seq 1 20); do
+        kill -0 "${found[@]}" 2>/dev/null || return 0
+        sleep 0.5
+    done
+    kill -KILL "${found[@]}" 2>/dev/null
+    return 0
+}
+# stop_run: stops the running scripts/test.sh run, all of it
+stop_run() {
+    local pids i n
+    [ -n "$RUN_PID" ] || return 0
+    pids=$(session_pids "$RUN_PID")
+    if [ -n "$pids" ]; then
+        echo "==> stopping the test run (session $RUN_PID)"
+        kill -TERM $pids 2>/dev/null
+        for i in $(seq 1 30); do     # its EXIT traps and TAP END blocks stop their servers
+            pids=$(session_pids "$RUN_PID")
+            [ -n "$pids" ] || break
+            sleep 1
+        done
+        [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
+    fi
+    n=$(stop_servers "$RUN_LOG")
+    [ "$n" -eq 0 ] || echo "==> stopped $n process(es) left running in its directories"
+    rm -rf $(run_dirs "$RUN_LOG")
+    RUN_PID=
+}
+interrupted() {
+    trap - INT TERM HUP
+    echo
+    echo "==> interrupted"
+    stop_run
+    rm -rf "$WORK"
+    if [ "${reinstall:-0}" = 1 ]; then
+        echo "==> $DLOCK_PG_BIN may hold a mutant's build now: run scripts/test.sh (or make install) to put dlock back"
+    fi
+    exit 130
+}
+trap interrupted INT TERM HUP
 killed=0
+declare -A killers=()   # --all-tests: the tests that killed each mutant
 survived=()
 broken=()
 total=0
@@ -113,6 +230,21 @@ finish() {      # finish PASSED FAILED: summary, clean up, last line, exit statu
     echo
     echo "==================== dlock mutation testing ===================="
     echo "  $total mutant(s): $killed killed, ${#survived[@]} survived, ${#broken[@]} broken"
+    if [ "$ALL_TESTS" = 1 ] && [ ${#killers[@]} -gt 0 ]; then
+        local m n single=0
+        echo "  tests that killed each mutant (whole regress and isolation suite, and its TAP files):"
+        for m in ${names[@]+"${names[@]}"}; do
+            [ -n "${killers[$m]:-}" ] || continue
+            n=$(wc -w <<<"${killers[$m]}")
+            if [ "$n" -eq 1 ]; then
+                single=$((single + 1))
+                printf '    %-32s %2d  %s   <- SINGLE\n' "$m" "$n" "${killers[$m]}"
+            else
+                printf '    %-32s %2d  %s\n' "$m" "$n" "${killers[$m]}"
+            fi
+        done
+        echo "  $single mutant(s) killed by a single test"
+    fi
     for m in ${survived[@]+"${survived[@]}"}; do echo "  SURVIVED: $m"; done
     for m in ${broken[@]+"${broken[@]}"}; do echo "  BROKEN: $m"; done
     [ -n "${control_failed:-}" ] && echo "  FAIL: control run failed (log kept: $control_log); no mutant was run"
@@ -151,15 +283,38 @@ while IFS= read -r line; do
 done <<<"$MUTANTS"
 
 line_no() { sed -n "${1}p" <<<"$MUTANTS"; }
-# tests_of NAME: the union of the tests of NAME's lines
+# tests_of NAME: the union of the tests of NAME's lines; with --all-tests,
+# the whole regress and isolation suite and the TAP files of NAME's lines
 tests_of() {
     local i out=" " t
+    if [ "$ALL_TESTS" = 1 ]; then
+        out=" $SUITE "
+    fi
     for i in ${lines_of[$1]}; do
         for t in $(line_no "$i" | cut -d@ -f5); do
+            [ "$ALL_TESTS" = 1 ] && [ "${t%%:*}" != tap ] && continue
             [[ "$out" == *" $t "* ]] || out+="$t "
         done
     done
     out=${out# }
+    echo "${out% }"
+}
+# killers_of LOG: the tests a scripts/test.sh run reported failed, as
+# kind:name; a suite that failed as a whole (time limit, no result) as
+# kind:(how)
+killers_of() {
+    local kind rest t out=
+    while read -r kind rest; do
+        for t in $rest; do out+="$kind:${t#t/} "; done
+    done < <(sed -nE 's/^  FAIL: \[(regress|isolation)\] [0-9]+ test\(s\) failed: (.*)$/\1 \2/p' "$1")
+    for t in $(sed -nE 's/^  FAIL: \[tap\] [0-9]+ failure\(s\) in [0-9]+ file\(s\): (.*)$/\1/p' "$1"); do
+        t=${t#t/}
+        out+="tap:${t%.pl} "
+    done
+    while read -r kind rest; do
+        [ -n "$kind" ] && out+="$kind:($rest) "
+    done < <(sed -nE 's/^  FAIL: \[(regress|isolation|tap)\] (timed out|aborted|prove did not run|ran no test).*/\1 \2/p' "$1" |
+             sed 's/ /_/2g')
     echo "${out% }"
 }
 
@@ -191,12 +346,28 @@ else
     export DLOCK_PG_BIN
     reinstall=${MUTANTS_REINSTALL:-1}
 fi
-echo "==> PostgreSQL: $DLOCK_PG_BIN"
+echo "==> PostgreSQL: $DLOCK_PG_BIN; work directory $WORK"
 
-# run_tests SRC TESTS LOG: scripts/test.sh on SRC with DLOCK_ONLY=TESTS
+# run_tests SRC TESTS LOG: scripts/test.sh on SRC with DLOCK_ONLY=TESTS, in a
+# session of its own (setsid: its process id is the session's id), waited
+# for in the background so that a signal reaches the trap at once
 run_tests() {
+    local rc n
+    RUN_LOG=$3
     DLOCK_SRC=$1 DLOCK_ONLY=$2 DLOCK_IGNORE_WARNINGS=1 DLOCK_MAKE_FLAGS=with_llvm=no \
-        bash "$REPO/scripts/test.sh" >"$3" 2>&1
+        setsid bash "$REPO/scripts/test.sh" >"$3" 2>&1 </dev/null &
+    RUN_PID=$!
+    wait "$RUN_PID"
+    rc=$?
+    # scripts/test.sh's own processes are gone; servers its tests started
+    # and did not stop are not
+    n=$(stop_servers "$3")
+    if [ "$n" -gt 0 ]; then
+        echo "    NOTE: $n process(es) were left running in the run's directories; stopped"
+        echo "LEFT RUNNING: $n process(es) (mutate.sh)" >>"$3"
+    fi
+    RUN_PID=
+    return $rc
 }
 # forget_kept LOG: scripts/test.sh keeps its build and test directories in
 # /tmp when a test fails, as it does for every killed mutant (gigabytes
@@ -214,6 +385,34 @@ copy_source() { # copy_source DIR: the tracked files, as they are in the work tr
     mkdir -p "$1"
     (cd "$REPO" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$1"
 }
+
+# ---- --all-tests: every regress and isolation test, in the Makefile's order ----
+SUITE=
+if [ "$ALL_TESTS" = 1 ]; then
+    cat >"$WORK/print.mk" <<'MK'
+dlock-print-%:
+	@echo '$($*)'
+MK
+    copy_source "$WORK/suite"
+    for v in REGRESS ISOLATION; do
+        kind=$( [ $v = REGRESS ] && echo regress || echo isolation )
+        for t in $(cd "$WORK/suite" && make --no-print-directory -s -f Makefile -f "$WORK/print.mk" \
+                PG_CONFIG="$DLOCK_PG_BIN/pg_config" "dlock-print-$v" 2>/dev/null | tail -n 1); do
+            SUITE+="$kind:$t "
+        done
+    done
+    rm -rf "$WORK/suite"
+    SUITE=${SUITE% }
+    if [ -z "$SUITE" ]; then
+        broken+=("(could not list the regress and isolation tests)")
+        finish 0 1
+    fi
+    # a mutant that makes steps block or hang would run the suites into
+    # their time limits, which names no test: generous ones by default
+    export DLOCK_TIMEOUT_REGRESS=${DLOCK_TIMEOUT_REGRESS:-600}
+    export DLOCK_TIMEOUT_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-900}
+    echo "==> --all-tests: $(wc -w <<<"$SUITE") regress and isolation tests for every mutant"
+fi
 
 # ---- control run: the unmutated source with every selected test ----
 all_tests=" "
@@ -262,15 +461,26 @@ for name in ${names[@]+"${names[@]}"}; do
         files+="$file "
     done
     [ $ok = 1 ] || continue
-    echo "==> $name: ${files% } changed; running $tests"
+    if [ "$ALL_TESTS" = 1 ]; then
+        echo "==> $name: ${files% } changed; running every regress and isolation test${tests#"$SUITE"}"
+    else
+        echo "==> $name: ${files% } changed; running $tests"
+    fi
     run_tests "$copy" "$tests" "$WORK/$name.log"
     rc=$?
     if grep -q 'FAIL: build or make install' "$WORK/$name.log"; then
         echo "    did not build (log $WORK/$name.log)"
         broken+=("$name (does not build)")
+    elif [ $rc -ne 0 ] && [ "$ALL_TESTS" = 1 ] && [ -z "$(killers_of "$WORK/$name.log")" ]; then
+        echo "    the run failed, but no test did (log $WORK/$name.log)"
+        broken+=("$name (the run failed, but no test did: see its log)")
     elif [ $rc -ne 0 ]; then
         echo "    killed: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
         killed=$((killed + 1))
+        if [ "$ALL_TESTS" = 1 ]; then
+            killers[$name]=$(killers_of "$WORK/$name.log")
+            echo "    killed by $(wc -w <<<"${killers[$name]}"): ${killers[$name]}"
+        fi
         forget_kept "$WORK/$name.log"
     else
         echo "    SURVIVED: $tests passed with it"

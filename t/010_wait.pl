@@ -23,6 +23,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 
 # Start "SELECT dlock_acquire(key, holder, ttl, wait)" in a new background

@@ -18,6 +18,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 
 sub acquire_burst
@@ -66,8 +69,31 @@ my @after = acquire_burst($node, 'crash2:', 40);
 cmp_ok(min_of(@after), '>', $max_before,
 	'synchronous_commit = off: after a crash every token is greater than every token returned before');
 
-# --- DROP / CREATE EXTENSION ---
+# --- takeovers: an expired lease taken over by another holder, or again by
+# its own, gets a new token, greater than every token before, also when
+# the lease was granted before a restart ---
 $node->safe_psql('postgres', 'ALTER DATABASE postgres RESET synchronous_commit');
+my @short = split /,/, $node->safe_psql('postgres',
+	"SELECT string_agg(dlock_acquire('short:' || g, 'h', '1 ms')::text, ',' ORDER BY g)"
+	  . ' FROM generate_series(1, 20) g');
+$node->restart;
+$node->safe_psql('postgres', 'SELECT pg_sleep(0.01)');
+my $takeovers0 = $node->safe_psql('postgres', 'SELECT takeovers FROM dlock_stats()');
+my @taken = split /,/, $node->safe_psql('postgres',
+	"SELECT string_agg(dlock_acquire('short:' || g, CASE WHEN g % 2 = 0 THEN 'h' ELSE 'h2' END,"
+	  . " '1 ms')::text, ',' ORDER BY g) FROM generate_series(1, 20) g");
+is($node->safe_psql('postgres', 'SELECT takeovers FROM dlock_stats()') - $takeovers0,
+	20, 'every expired lease granted before the restart was taken over');
+cmp_ok(min_of(@taken), '>', max_of(@short, @after, $max_before),
+	'a takeover after a restart gets a token greater than every token before');
+$node->safe_psql('postgres', 'SELECT pg_sleep(0.01)');
+my @taken2 = split /,/, $node->safe_psql('postgres',
+	"SELECT string_agg(dlock_acquire('short:' || g, 'h3', '1 min')::text, ',' ORDER BY g)"
+	  . ' FROM generate_series(1, 20) g');
+cmp_ok(min_of(@taken2), '>', max_of(@taken),
+	'a takeover without a restart gets a token greater than every token before');
+
+# --- DROP / CREATE EXTENSION ---
 my @old = acquire_burst($node, 'drop:', 40);
 $node->safe_psql('postgres', 'DROP EXTENSION dlock; CREATE EXTENSION dlock');
 my @new = acquire_burst($node, 'drop2:', 5);

@@ -47,6 +47,9 @@ use File::Spec;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 use Time::HiRes qw(usleep);
 

@@ -40,6 +40,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 
 sub max_of { my $m; for (@_) { $m = $_ if !defined $m || $_ > $m } return $m }

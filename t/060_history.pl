@@ -35,6 +35,9 @@ use File::Spec;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 
 my $srcdir = File::Spec->rel2abs(dirname(__FILE__) . '/..');

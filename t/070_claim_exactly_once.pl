@@ -26,15 +26,23 @@
 # pgbench runs in rounds until no row has status 0 (at most 25 rounds).
 #
 # Checks, for each: every row was processed exactly once (20,000 log rows, 20,000
-# distinct ids, every status = 1), no pgbench transaction failed, claims did
-# expire and rows were delivered again (redeliveries > 0), and no claim is
-# left live at the end.
+# distinct ids, every status = 1), no pgbench transaction failed, no claim
+# returned more than its n rows, claims did expire and rows were delivered
+# again (redeliveries > 0), and no claim is left live at the end.
+#
+# Then max_attempts under the same concurrency: 4 clients claim batches of
+# up to 10 rows of a 200-row table with max_attempts 2 and a 50 ms ttl, and
+# never complete them.  No row is delivered more than twice, every row ends
+# up in dlock_dead_claims, and no batch is larger than 10.
 
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 use IPC::Run;
 use Time::HiRes qw(time);
@@ -89,6 +97,8 @@ sub drain
 	INSERT INTO q (id, payload) SELECT g, md5(g::text) FROM generate_series(1, $ROWS) g;
 	CREATE TABLE done_log (id bigint NOT NULL, worker int NOT NULL,
 	                       at timestamptz NOT NULL DEFAULT clock_timestamp());
+	DROP TABLE IF EXISTS oversize;
+	CREATE TABLE oversize (n bigint NOT NULL);
 	ANALYZE q;
 });
 	my $stats0 = $node->safe_psql('postgres',
@@ -103,6 +113,9 @@ BEGIN;
 SELECT coalesce(string_agg(id::text, ','), 'NULL') AS ids, count(*) AS n
   FROM dlock_claim(NULL::q, 'w:client_id', 100, '1 s', 'status = 0') \gset
 COMMIT;
+\if :n > 100
+INSERT INTO oversize VALUES (:n);
+\endif
 \if :r <= 8
 \sleep 1200 ms
 \elif :r <= 12
@@ -192,6 +205,8 @@ EOS
 	is($done_more,    0,     'no row completed more than once (status > 1)');
 	is($strays,       0,     'the log holds only ids of the table');
 	is($workers, $CLIENTS, "all $CLIENTS workers processed rows");
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM oversize'),
+		0, 'no claim returned more than n (100) rows');
 
 	my $stats1 = $node->safe_psql('postgres',
 		'SELECT claims, redeliveries FROM dlock_stats()');
@@ -207,6 +222,56 @@ EOS
 	my ($rc, $stored) = $node->psql('postgres', 'SELECT count(*) FROM dlock.claim');
 	note("rows left in dlock.claim (expired claims kept for their attempt counts): $stored");
 	note(sprintf('drained in %.1f s', $elapsed));
+}
+
+subtest 'max_attempts under concurrency' => \&poison;
+
+sub poison
+{
+	$node->safe_psql(
+		'postgres', q{
+	CREATE TABLE p (id bigint PRIMARY KEY, status int NOT NULL DEFAULT 0);
+	INSERT INTO p SELECT g FROM generate_series(1, 200) g;
+	CREATE TABLE deliveries (id bigint NOT NULL);
+	CREATE TABLE batches (n bigint NOT NULL);
+});
+	my $script_file = $node->basedir . '/claim_poison.pgb';
+	open(my $fh, '>', $script_file) or die "could not write $script_file: $!";
+	print $fh <<'EOS';
+WITH c AS (SELECT id FROM dlock_claim(NULL::p, 'w:client_id', 10, '50 ms', 'status = 0', NULL, 2)),
+     d AS (INSERT INTO deliveries SELECT id FROM c)
+INSERT INTO batches SELECT count(*) FROM c;
+\sleep 60 ms
+EOS
+	close $fh;
+
+	my ($rounds, $errors, $dead) = (0, 0, 0);
+	while ($dead < 200 && $rounds < 20)
+	{
+		$rounds++;
+		my ($out, $err) = ('', '');
+		IPC::Run::run(
+			[
+				'pgbench', '-n', '-h', $node->host, '-p', $node->port,
+				'-c', $CLIENTS, '-j', $CLIENTS, '-t', 20, '-f', $script_file, 'postgres'
+			],
+			'>', \$out, '2>', \$err)
+		  or $errors++;
+		$errors++ if $err =~ /ERROR|FATAL|aborted/;
+		$dead = $node->safe_psql('postgres',
+			"SELECT count(*) FROM dlock_dead_claims WHERE table_name = 'p'::regclass");
+	}
+	note("$rounds pgbench rounds");
+	is($errors, 0, 'every pgbench round exited cleanly, without errors');
+	is($node->safe_psql('postgres',
+			'SELECT count(*) FROM (SELECT id FROM deliveries GROUP BY id HAVING count(*) > 2) x'),
+		0, 'no row delivered more than max_attempts (2) times');
+	is($dead, 200, 'every row was set aside in dlock_dead_claims');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM deliveries'),
+		400, 'each row delivered exactly twice');
+	is($node->safe_psql('postgres', 'SELECT max(n) <= 10 FROM batches'),
+		't', 'no claim returned more than n (10) rows');
+	return;
 }
 
 $node->stop;
