@@ -75,7 +75,7 @@ cleanup-deletes-live-claims@src/claim_manage.c@TimestampTz before = GetCurrentTi
 cleanup-deletes-poisoned@src/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
 cleanup-deletes-poisoned@src/claim_store_spi.c@"         AND poisoned_at IS NULL)"@"         AND true)"@regress:promises regress:idle_sweep
 no-lease-sweep@src/lease.c@\t\tmaybe_cleanup();@\t\t(void) 0;@regress:idle_sweep
-lease-sweep-deletes-live@src/lease_sweep.c@if (l.found && l.expires_at < before)@if (l.found)@regress:idle_sweep
+lease-sweep-deletes-live@src/lease_sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:idle_sweep
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
 unpinned-reaches-spi@src/lease.c@(void) dlock_lease_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,\n\t\t\t\t\t\t\t\t 64);@(void) dlock_lease_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,\n\t\t\t\t\t\t\t\t 64, false);@tap:092_no_search_path
 no-claim-sweep@src/claim.c@\t\tdlock_claim_maybe_cleanup();@\t\t(void) 0;@regress:idle_sweep
