@@ -44,3 +44,12 @@ bench_revision() {
         echo "the installed build (BUILD=0; checkout at $rev)"
     fi
 }
+
+# bench_machine
+#   Names the machine a figure comes from: CPU model, CPUs, memory, kernel.
+bench_machine() {
+    local cpu mem
+    cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+    mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+    echo "${cpu:-unknown CPU} x $(nproc), $mem, Linux $(uname -r)"
+}
