@@ -59,9 +59,11 @@ is( flushed_after(
 	't', 'an acquire after an asynchronous release in the same session is flushed');
 
 $node->safe_psql('postgres', "SELECT dlock_acquire('a:5', 'h', '1 hour')");
-is( $node->safe_psql('postgres',
-		"SET synchronous_commit = remote_apply; SELECT dlock_release('a:5', 'h'); SHOW synchronous_commit"),
-	'remote_apply', 'SHOW synchronous_commit after a release says what was set');
+my @shown = split /\n/,
+  $node->safe_psql('postgres',
+	"SET synchronous_commit = remote_apply; SELECT dlock_release('a:5', 'h'); SHOW synchronous_commit");
+is($shown[0], 't', 'released');
+is($shown[-1], 'remote_apply', 'SHOW synchronous_commit after a release says what was set');
 
 $node->stop;
 done_testing();
