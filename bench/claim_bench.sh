@@ -225,9 +225,11 @@ children_cpu_ticks() {
     st=${st##*) }
     awk '{print $14 + $15}' <<<"$st"
 }
-children() {   # how many processes the postmaster has now
-    awk -v pm="$(head -n 1 "$WORK/cluster/data/postmaster.pid")" \
-        '{ sub(/^.*\) /, ""); if ($2 == pm) n++ } END { print n + 0 }' /proc/[0-9]*/stat 2>/dev/null
+children() {   # how many processes the postmaster has now (processes may
+    local pm        # end while their stat is read: cat goes on, awk counts)
+    pm=$(head -n 1 "$WORK/cluster/data/postmaster.pid")
+    { cat /proc/[0-9]*/stat 2>/dev/null || true; } |
+        awk -v pm="$pm" '{ sub(/^.*\) /, ""); if ($2 == pm) n++ } END { print n + 0 }'
 }
 settle_children() {   # wait (up to 5 s) until the run's backends are gone
     local i
