@@ -36,7 +36,9 @@ r="$ROOTS/$suite"
 make_root "$suite" || { echo "could not make the $suite root" >&2; exit 1; }
 mount_in "$r"
 copy_checkout "$r" dlock-bench
-pass=()
+rev=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$REPO" diff --quiet HEAD -- src Makefile 'dlock--*.sql' 2>/dev/null || rev+="+dirty"
+pass=("DLOCK_BENCH_REV=$rev")
 for v in ROUNDS DURATION CLIENTS PATTERNS KEYS HELD ROWS SECTIONS HANDOFFS KEEP RESULTS REDIS; do
     [ -n "${!v+x}" ] && pass+=("$v=${!v}")
 done
