@@ -17,6 +17,7 @@ OBJS = \
 	src/lease.o \
 	src/handover.o \
 	src/lease_store.o \
+	src/lease_sweep.o \
 	src/store.o \
 	src/lease_sql.o \
 	src/token.o \

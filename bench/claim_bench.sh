@@ -40,7 +40,10 @@
 # the order, as a dead worker leaves them, against the same table without
 # them; plain pattern, 4 workers, integer keys, dlock and hand.
 #
-# Rate = rows with status = 1 after the run / DURATION.  Before every run the
+# Rate = rows with status = 1 after the run / DURATION; CPU per row = the
+# backends' user+system time (read on the postmaster once they have exited)
+# over those rows, steadier than the rate on a shared machine; ratios are
+# medians of the per-round ratios.  Before every run the
 # table is reset, the claims are forgotten, everything is vacuumed and a
 # CHECKPOINT is taken.  A short unrecorded warm-up of every contender and
 # key type comes first.  Runs are interleaved (every round runs every
@@ -211,8 +214,33 @@ hold() {
     q "VACUUM ANALYZE $t, side_$k, dlock.claim"
 }
 
+# CPU used by the backends of a run, read on the postmaster: when a backend
+# exits, the kernel adds its user+system time to the postmaster's
+# cutime+cstime (/proc/PID/stat fields 16 and 17).  Much steadier than the
+# rate on a machine shared with other work.
+TICKS=$(getconf CLK_TCK)
+children_cpu_ticks() {
+    local st
+    st=$(cat "/proc/$(head -n 1 "$WORK/cluster/data/postmaster.pid")/stat")
+    st=${st##*) }
+    awk '{print $14 + $15}' <<<"$st"
+}
+children() {   # how many processes the postmaster has now (processes may
+    local pm        # end while their stat is read: cat goes on, awk counts)
+    pm=$(head -n 1 "$WORK/cluster/data/postmaster.pid")
+    { cat /proc/[0-9]*/stat 2>/dev/null || true; } |
+        awk -v pm="$pm" '{ sub(/^.*\) /, ""); if ($2 == pm) n++ } END { print n + 0 }'
+}
+settle_children() {   # wait (up to 5 s) until the run's backends are gone
+    local i
+    for ((i = 0; i < 50; i++)); do
+        [ "$(children)" -le "$IDLE_CHILDREN" ] && return 0
+        sleep 0.1
+    done
+}
+
 run() {   # run CELL CONTENDER KEY PATTERN CLIENTS ROUND
-    local cell=$1 c=$2 k=$3 p=$4 n=$5 round=$6 f out failed rows rate j
+    local cell=$1 c=$2 k=$3 p=$4 n=$5 round=$6 f out failed rows rate j cpu0 cpu1 cpu_us
     f=$SCRIPTS/$c-$k-$p.pgb
     write_script "$f" "$c" "$k" "$p"
     j=$(( n < 2 ? n : 2 ))
@@ -220,9 +248,13 @@ run() {   # run CELL CONTENDER KEY PATTERN CLIENTS ROUND
     # empty, and a plan made for an empty table probes it with a sequential
     # scan per candidate row (a hand-written claim with 16 workers then takes
     # minutes per batch); dlock's own internal lookups never scan
+    settle_children
+    cpu0=$(children_cpu_ticks)
     out=$(cd "$WORK" && PGOPTIONS="-c enable_seqscan=off" dlock_as_postgres \
             pgbench -n -M simple -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" \
             -U postgres -c "$n" -j "$j" -T "$DURATION" -f "$f" postgres 2>&1) || true
+    settle_children
+    cpu1=$(children_cpu_ticks)
     failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
     if grep -q 'aborted' <<<"$out"; then
         failed="${failed:-0}+aborted"
@@ -230,9 +262,12 @@ run() {   # run CELL CONTENDER KEY PATTERN CLIENTS ROUND
     fi
     rows=$(q "SELECT count(*) FROM jobs_${c}_$k WHERE status = 1")
     rate=$(( rows / DURATION ))
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$c" "$n" "$round" "$rate" "${failed:-?}" >>"$RAW"
-    printf '    %-22s %-4s %2s workers  round %s: %8s rows/s  failed tx: %s\n' \
-        "$cell" "$c" "$n" "$round" "$rate" "${failed:-?}"
+    cpu_us=$(awk -v t=$((cpu1 - cpu0)) -v hz="$TICKS" -v r="$rows" \
+        'BEGIN { if (r > 0) printf "%.1f", t * 1e6 / hz / r; else print "-" }')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cell" "$c" "$n" "$round" "$rate" "${failed:-?}" \
+        "$cpu_us" >>"$RAW"
+    printf '    %-22s %-4s %2s workers  round %s: %8s rows/s  %6s us CPU/row  failed tx: %s\n' \
+        "$cell" "$c" "$n" "$round" "$rate" "$cpu_us" "${failed:-?}"
     reset_table "$c" "$k"
 }
 
@@ -255,6 +290,7 @@ warm() {   # warm CONTENDER KEY: a short unrecorded run (4 workers, plain)
 # ---------------------------------------------------------------- runs
 # first a warm-up of every contender and key type, so that no recorded run
 # pays for a cold cache or a first plan
+IDLE_CHILDREN=$(children)   # the postmaster's own processes, no client
 echo "==> warm-up"
 for k in $KEYS; do
     for c in dl hw it; do warm "$c" "$k"; done
@@ -282,27 +318,59 @@ done
 
 # ---------------------------------------------------------------- report
 echo
-echo "dlock $REV; $ROWS rows per table, batch 100, ttl 30 s; median of $ROUNDS interleaved rounds of ${DURATION} s"
-echo "rows completed per second, and dlock's ratio to each alternative"
+# paired CELL A B CLIENTS COL: the median over the rounds of A's value over
+# B's in the same round (runs of one round are neighbours in time); COL 5 is
+# the rate, 7 the backend CPU per row
+paired() {
+    awk -F'\t' -v cell="$1" -v a="$2" -v b="$3" -v n="$4" -v col="$5" '
+        $1 == cell && $3 == n && $col != "-" && $col > 0 { v[$2, $4] = $col; r[$4] = 1 }
+        END {
+            for (i in r) if (((a, i) in v) && ((b, i) in v)) q[++m] = v[a, i] / v[b, i]
+            if (m == 0) { print "-"; exit }
+            for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
+            printf "%.2fx", (m % 2) ? q[(m + 1) / 2] : (q[m / 2] + q[m / 2 + 1]) / 2
+        }' "$RAW"
+}
+cpu_median() {   # cpu_median CELL CONTENDER CLIENTS: backend CPU us per row
+    awk -F'\t' -v cell="$1" -v c="$2" -v n="$3" \
+        '$1 == cell && $2 == c && $3 == n && $7 != "-" { print $7 }' "$RAW" | sort -n |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+                                  else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 echo
-printf '| %-14s | %7s | %9s | %9s | %9s | %9s | %9s |\n' pattern workers dlock hand ceiling "vs hand" "vs ceil."
-printf '|%s|%s|%s|%s|%s|%s|%s|\n' ---------------- --------: ----------: ----------: ----------: ----------: ----------:
+echo "dlock $REV; PostgreSQL $(q "SHOW server_version"); $(bench_machine)"
+echo "$ROWS rows per table, batch 100, ttl 30 s; median of $ROUNDS interleaved rounds of ${DURATION} s"
+echo "rows completed per second; dlock's ratio to each alternative (paired: median of the"
+echo "per-round ratios); backend CPU per completed row (us) and hand's over dlock's (above 1:"
+echo "dlock spends less CPU per row)"
+echo
+printf '| %-14s | %7s | %9s | %9s | %9s | %9s | %9s | %9s | %9s | %9s |\n' pattern workers dlock hand ceiling \
+    "vs hand" "vs ceil." "CPU dlock" "CPU hand" "hand/dlock"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ---------------- --------: ----------: ----------: ----------: \
+    ----------: ----------: ----------: ----------: ----------:
 for p in $PATTERNS; do
     for k in $KEYS; do
         for n in $CLIENTS; do
             d=$(median "$p/$k" dl "$n"); h=$(median "$p/$k" hw "$n"); i=-; ri=-
-            if [ "$p" = plain ]; then i=$(median "$p/$k" it "$n"); ri=$(ratio "$d" "$i"); fi
-            printf '| %-14s | %7s | %9s | %9s | %9s | %9s | %9s |\n' "$p, $k" "$n" "$d" "$h" "$i" \
-                "$(ratio "$d" "$h")" "$ri"
+            if [ "$p" = plain ]; then i=$(median "$p/$k" it "$n"); ri=$(paired "$p/$k" dl it "$n" 5); fi
+            printf '| %-14s | %7s | %9s | %9s | %9s | %9s | %9s | %9s | %9s | %9s |\n' "$p, $k" "$n" "$d" "$h" "$i" \
+                "$(paired "$p/$k" dl hw "$n" 5)" "$ri" "$(cpu_median "$p/$k" dl "$n")" \
+                "$(cpu_median "$p/$k" hw "$n")" "$(paired "$p/$k" hw dl "$n" 7)"
         done
     done
 done
 if [ "$HELD" = 1 ] && [[ " $KEYS " == *" int "* ]]; then
     echo
-    echo "200,000 live claims held on the head of the order (plain, int, 4 workers):"
+    echo "200,000 live claims held on the head of the order (plain, int, 4 workers; paired):"
     for c in dl hw; do
         a=$(median held/none "$c" 4); b=$(median held/200k "$c" 4)
-        printf '  %-5s without %8s rows/s, with %8s rows/s: %s\n' \
-            "$([ $c = dl ] && echo dlock || echo hand)" "$a" "$b" "$(ratio "$b" "$a")"
+        printf '  %-5s without %8s rows/s, with %8s rows/s: %s (CPU per row: %s us without, %s us with)\n' \
+            "$([ $c = dl ] && echo dlock || echo hand)" "$a" "$b" \
+            "$(awk -F'\t' -v c="$c" '$2 == c && $3 == 4 { v[$1, $4] = $5; r[$4] = 1 }
+                END { for (i in r) if (v["held/none", i] > 0) q[++m] = v["held/200k", i] / v["held/none", i]
+                      for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
+                      if (m == 0) print "-"; else printf "%.2fx", (m % 2) ? q[(m + 1) / 2] : (q[m / 2] + q[m / 2 + 1]) / 2 }' "$RAW")" \
+            "$(cpu_median held/none "$c" 4)" "$(cpu_median held/200k "$c" 4)"
     done
 fi

@@ -33,6 +33,8 @@ bench_remove_work() {
 #   build when BUILD is not 1.
 bench_revision() {
     local rev
+    # a copy without .git (bench/in_root.sh) is told its revision
+    if [ -n "${DLOCK_BENCH_REV:-}" ]; then echo "$DLOCK_BENCH_REV"; return; fi
     rev=$(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo unknown)
     if [ "$rev" != unknown ] &&
             ! git -C "$1" diff --quiet HEAD -- src Makefile 'dlock--*.sql' 2>/dev/null; then
@@ -43,4 +45,13 @@ bench_revision() {
     else
         echo "the installed build (BUILD=0; checkout at $rev)"
     fi
+}
+
+# bench_machine
+#   Names the machine a figure comes from: CPU model, CPUs, memory, kernel.
+bench_machine() {
+    local cpu mem
+    cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+    mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+    echo "${cpu:-unknown CPU} x $(nproc), $mem, Linux $(uname -r)"
 }

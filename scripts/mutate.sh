@@ -83,6 +83,7 @@ no-wake-on-release@src/xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc)
 no-fence@src/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
 release-always-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
 release-never-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
+release-async-sticks@src/xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:017_release_flush_after
 tokens-plain-sequence@src/token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
 no-fifo@src/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo
 no-role-check@src/lease.c@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
@@ -124,6 +125,9 @@ cleanup-deletes-live-claims@src/claim_manage.c@TimestampTz before = GetCurrentTi
 cleanup-deletes-poisoned@src/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
 cleanup-deletes-poisoned@src/claim_store_spi.c@"         AND poisoned_at IS NULL)"@"         AND true)"@regress:promises regress:idle_sweep
 no-lease-sweep@src/lease.c@\t\tmaybe_cleanup();@\t\t(void) 0;@regress:idle_sweep
+lease-sweep-deletes-live@src/lease_sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:idle_sweep
+unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
+unpinned-reaches-spi@src/lease.c@(void) dlock_lease_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,\n\t\t\t\t\t\t\t\t 64);@(void) dlock_lease_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,\n\t\t\t\t\t\t\t\t 64, false);@tap:092_no_search_path
 no-claim-sweep@src/claim.c@\t\tdlock_claim_maybe_cleanup();@\t\t(void) 0;@regress:idle_sweep
 no-claim-schema-check@src/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits

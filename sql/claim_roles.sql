@@ -39,7 +39,9 @@ SELECT c.relname,
 -- every claim function runs with a pinned search_path without public,
 -- pg_temp last; except dlock_claim itself, on purpose: filter and order_by are
 -- the caller's SQL and resolve names as the caller's own queries do (dlock's
--- own parts of that query are schema-qualified, its other queries pinned)
+-- own parts of that query are schema-qualified, its other queries pinned);
+-- and dlock_claimed, which runs no SQL and resolves no name
+-- (src/no_search_path.h, checked in security_pins)
 SELECT p.oid::regprocedure AS function,
        (SELECT c FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%') AS setting
   FROM pg_proc p

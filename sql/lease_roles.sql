@@ -29,7 +29,8 @@ SELECT has_schema_privilege('regress_dlock_bob', 'dlock', 'USAGE') AS usage_on_d
        has_table_privilege('regress_dlock_bob', 'dlock_locks', 'SELECT') AS select_on_view;
 
 -- every function of the extension runs with a pinned search_path that does
--- not include public and names pg_temp last
+-- not include public and names pg_temp last, except the ones that run no SQL
+-- and resolve no name (src/no_search_path.h, checked in security_pins)
 CREATE TEMP VIEW dlock_function_config AS
 SELECT p.oid::regprocedure AS function,
        (SELECT c FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%') AS setting
@@ -39,7 +40,9 @@ SELECT p.oid::regprocedure AS function,
  -- dlock_claim is the one exception, on purpose: its filter and order_by
  -- are the caller's SQL and resolve names with the caller's search_path;
  -- its internal queries pin search_path in C (checked in hostile_input).
- WHERE p.proname <> 'dlock_claim';
+ WHERE p.proname <> 'dlock_claim'
+   AND p.proname NOT IN ('dlock_acquire', 'dlock_release', 'dlock_renew',
+                         'dlock_validate', 'dlock_claimed', 'dlock_claim_unheld');
 SELECT function, setting FROM dlock_function_config
  WHERE function::text ~ '^dlock_(acquire|release|renew|validate|release_all|force_release)\('
  ORDER BY function::text COLLATE "C";

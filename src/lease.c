@@ -43,6 +43,7 @@
 #include "lease.h"
 #include "handover.h"
 #include "lease_store.h"
+#include "lease_sweep.h"
 #include "spi_access.h"
 #include "stats.h"
 #include "store.h"
@@ -110,8 +111,8 @@ maybe_cleanup(void)
 	 */
 	if (!IsTransactionBlock() &&
 		(pg_prng_uint32(&pg_global_prng_state) & 1023) == 0)
-		(void) dlock_lease_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
-								   64, false);
+		(void) dlock_lease_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
+								 64);
 }
 
 /*

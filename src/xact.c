@@ -51,6 +51,8 @@ static List *touched_keys = NIL;
 static bool async_candidate = false;
 static bool async_pending = false;
 static XLogRecPtr async_lsn = InvalidXLogRecPtr;
+/* synchronous_commit as it was before an asynchronous release's commit */
+static int	async_saved_sync = -1;
 
 static bool callback_registered = false;
 
@@ -125,10 +127,20 @@ dlock_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			if (async_pending && XactLastRecEnd == async_lsn)
-				(void) set_config_option("synchronous_commit", "off",
-										 PGC_USERSET, PGC_S_SESSION,
-										 GUC_ACTION_LOCAL, true, 0, false);
+			/*
+			 * The setting's variable is set for this one commit and put back
+			 * at transaction end, rather than through set_config_option:
+			 * a GUC_ACTION_LOCAL setting makes the transaction's end walk
+			 * every setting (AtEOXact_GUC), a cost on every release.
+			 * RecordTransactionCommit and SyncRepWaitForLSN read it; nothing
+			 * else runs in between.
+			 */
+			if (async_pending && XactLastRecEnd == async_lsn &&
+				synchronous_commit > SYNCHRONOUS_COMMIT_OFF)
+			{
+				async_saved_sync = synchronous_commit;
+				synchronous_commit = SYNCHRONOUS_COMMIT_OFF;
+			}
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			/* the key locks go to the prepared transaction */
@@ -138,6 +150,9 @@ dlock_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
+			if (async_saved_sync >= 0)
+				synchronous_commit = async_saved_sync;
+			async_saved_sync = -1;
 			async_candidate = false;
 			async_pending = false;
 			break;
