@@ -106,16 +106,17 @@ CREATE EVENT TRIGGER dlock_claim_ddl_drop ON sql_drop
 
 -- No claim function tells a role anything about rows it cannot see.
 -- dlock_claim's query passes its per-row check a ticket (a parameter that
--- SQL in a caller's filter cannot name); called any other way,
--- dlock_claim_unheld is true only for a row the caller can see (SELECT as
--- the caller: row-level security and column privileges apply).
+-- SQL in a caller's filter cannot name; any other ticket is an error);
+-- dlock_claim_unheld(tbl, key) is true only for a row the caller can see
+-- (SELECT as the caller: row-level security and column privileges apply).
+-- The ticketed check runs no SQL (src/no_search_path.h): no pinned
+-- search_path.
 CREATE FUNCTION dlock_claim_unheld(tbl pg_catalog.regclass, key anyelement, ticket bigint)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'dlock_claim_unheld_sql'
-LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10
-SET search_path = pg_catalog, pg_temp;
+AS 'MODULE_PATHNAME', 'dlock_claim_unheld_ticket_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10;
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
-'the per-row check of dlock_claim''s query (with its ticket); with any other ticket, as dlock_claim_unheld(tbl, key)';
+'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim and no poison mark is on the row';
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
 'true when the caller can see the row of tbl with this primary key and no live claim and no poison mark is on it';
 
@@ -152,5 +153,4 @@ ALTER FUNCTION dlock_acquire(text, text, interval, interval) RESET search_path;
 ALTER FUNCTION dlock_release(text, text, bigint) RESET search_path;
 ALTER FUNCTION dlock_renew(text, text, interval, bigint) RESET search_path;
 ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;
-ALTER FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) RESET search_path;
 ALTER FUNCTION dlock_claimed(pg_catalog.regclass, anyelement, text) RESET search_path;

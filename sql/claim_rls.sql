@@ -24,13 +24,12 @@ GRANT EXECUTE ON FUNCTION dlock_reset_claims(regclass, anyarray) TO regress_dloc
 
 -- what role _a learns about rows 11 (claimed by _b), 12 (not claimed), 99
 -- (no such row), and its own rows 1 (claimed by _a) and 2 (free)
-CREATE FUNCTION pg_temp.probe_as_a() RETURNS TABLE (id int, unheld bool, unheld_ticket bool,
+CREATE FUNCTION pg_temp.probe_as_a() RETURNS TABLE (id int, unheld bool,
                                                     claimed bool, completed int,
                                                     via_filter int)
 LANGUAGE sql AS $$
   SELECT k,
          dlock_claim_unheld('rt', k),
-         dlock_claim_unheld('rt', k, 12345),
          dlock_claimed('rt', k, 'b'),
          (SELECT count(*)::int FROM dlock_complete('rt', 'b', ARRAY[k])),
          (SELECT count(*)::int FROM dlock_claim(NULL::rt, 'a-probe', 1, '1 min',
@@ -44,6 +43,11 @@ SET ROLE regress_dlock_rls_a;
 SELECT array_agg(id ORDER BY id) AS a_got FROM dlock_claim(NULL::rt, 'a', 1, '1 hour');
 SELECT * FROM pg_temp.probe_as_a();
 SELECT dlock_unclaim('rt', 'a-probe') AS a_probe_back;
+-- a ticket that is not dlock_claim's own is refused, whatever the row
+SELECT dlock_claim_unheld('rt', 11, 12345);
+SELECT dlock_claim_unheld('rt', 1, NULL);
+SELECT count(*) FROM dlock_claim(NULL::rt, 'a-probe', 1, '1 min',
+                                 'id = 3 AND dlock_claim_unheld(''rt''::regclass, 11, 12345)');
 -- the same when _b has claimed row 12 as well, and given back 11
 SET ROLE regress_dlock_rls_b;
 SELECT array_agg(id ORDER BY id) AS b_got FROM dlock_claim(NULL::rt, 'b', 1, '1 hour', 'id = 12');

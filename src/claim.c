@@ -336,44 +336,61 @@ claim_ticket(void)
 
 /*
  * Whether a live or poisoned claim holds the row of table relid whose
- * primary key is value (of type type): the check the claim query runs on
- * every row its scan reaches (dlock_claim_unheld, with the claim's
- * ticket), through the claim's open probe.  Any other call (no ticket, or
- * not the claim's: SQL of the caller's, in a filter too) needs what
- * dlock_claim needs of the caller, and tells only of rows the caller can
- * see: a row it cannot see (row-level security), or that does not exist,
- * is "held".
+ * primary key is value (of type type), asked by dlock_claim's own query with
+ * its ticket (dlock_claim_unheld(tbl, key, ticket)): the check its scan runs
+ * on every row it reaches, through the claim's open probe.  Runs no SQL.  A
+ * ticket that is not this backend's claim ticket, or a table no claim of
+ * this backend is scanning, is an error: only the claim query can pass it.
  */
 bool
-dlock_claim_row_held(Oid relid, Datum value, Oid type, const int64 *ticket)
+dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
 {
-	const ClaimTarget *t = NULL;
+	const ClaimTarget *t;
 	ActiveClaim *a = NULL;
-	DlockClaimProbe *probe;
 	TimestampTz settled_until;
 	text	   *key;
 	int			io;
 	bool		held;
 
-	if (ticket != NULL && *ticket == claim_ticket())
+	if (ticket == claim_ticket())
 		for (a = active_claims; a != NULL; a = a->next)
 			if (a->target->claim_relid == relid && a->target->pk_type == type)
 				break;
-	if (a != NULL)
+	if (a == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dlock_claim_unheld with a ticket is only for dlock_claim's own query"),
+				 errhint("Call dlock_claim_unheld(tbl, key) without a ticket.")));
+	t = a->target;
+	if (!t->io_needs_pin)
+		key = dlock_claim_key_id(dlock_claim_key_text(t, value, type)); /* the hot path */
+	else
 	{
-		t = a->target;
-		if (!t->io_needs_pin)
-			key = dlock_claim_key_id(dlock_claim_key_text(t, value, type)); /* the hot path */
-		else
-		{
-			io = dlock_claim_io_begin(t, type);
-			key = dlock_claim_key_id(dlock_claim_key_text(t, value, type));
-			dlock_claim_io_end(io);
-		}
-		held = dlock_claim_probe_held(a->probe, key, &settled_until);
-		note_checked(a, held, settled_until, value);
-		return held;
+		io = dlock_claim_io_begin(t, type);
+		key = dlock_claim_key_id(dlock_claim_key_text(t, value, type));
+		dlock_claim_io_end(io);
 	}
+	held = dlock_claim_probe_held(a->probe, key, &settled_until);
+	note_checked(a, held, settled_until, value);
+	return held;
+}
+
+/*
+ * Whether a live or poisoned claim holds the row of table relid whose
+ * primary key is value (of type type), asked from SQL of the caller's
+ * (dlock_claim_unheld(tbl, key)): it needs what dlock_claim needs of the
+ * caller, and tells only of rows the caller can see: a row it cannot see
+ * (row-level security), or that does not exist, is "held".
+ */
+bool
+dlock_claim_row_held(Oid relid, Datum value, Oid type)
+{
+	const ClaimTarget *t;
+	DlockClaimProbe *probe;
+	TimestampTz settled_until;
+	text	   *key;
+	int			io;
+	bool		held;
 
 	/* called from SQL by the user, with a key written their way */
 	t = dlock_claim_target_for_rel(relid, "dlock_claim_unheld()");

@@ -135,8 +135,9 @@ extern void dlock_claim_ddl_enum_renamed(const char *oldval,
 extern void dlock_claim_ddl_dropped(void);
 
 /* claim.c */
-extern bool dlock_claim_row_held(Oid relid, Datum value, Oid type,
-								 const int64 *ticket);
+extern bool dlock_claim_row_held(Oid relid, Datum value, Oid type);
+extern bool dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type,
+										  int64 ticket);
 extern void dlock_claim_rows(const ClaimRequest *req,
 							 Tuplestorestate *out, TupleDesc outdesc);
 extern bool dlock_claim_check(const ClaimTarget *t, text *key, text *holder);

@@ -205,31 +205,41 @@ dlock_claim_untyped_sql(PG_FUNCTION_ARGS)
 
 /*
  * dlock_claim_unheld(tbl regclass, key anyelement) RETURNS boolean
- * dlock_claim_unheld(tbl regclass, key anyelement, ticket bigint)
- *		RETURNS boolean
  *
- * The check the claim query runs on each row its scan reaches (with the
- * claim's ticket): true when no live claim, and no poison mark, is on the
- * row of tbl with that primary key.  A claim of that row being written or
- * given back by an open transaction counts as held.  Called on its own (or
- * with another ticket) it needs what dlock_claim needs, and is true only
- * for a row the caller can see.  NULL table or key is an error; a NULL
- * ticket is none.
+ * True when the caller can see the row of tbl with that primary key and no
+ * live claim, and no poison mark, is on it; a claim of that row being
+ * written or given back by an open transaction counts as held.  Needs what
+ * dlock_claim needs.  NULL table or key is an error.
  */
 PG_FUNCTION_INFO_V1(dlock_claim_unheld_sql);
 Datum
 dlock_claim_unheld_sql(PG_FUNCTION_ARGS)
 {
-	int64		ticket = 0;
-	bool		has_ticket = PG_NARGS() > 2 && !PG_ARGISNULL(2);
-
 	dlock_arg_not_null(fcinfo, 0, "table");
 	dlock_arg_not_null(fcinfo, 1, "key");
-	if (has_ticket)
-		ticket = PG_GETARG_INT64(2);
 	PG_RETURN_BOOL(!dlock_claim_row_held(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
-										 get_fn_expr_argtype(fcinfo->flinfo, 1),
-										 has_ticket ? &ticket : NULL));
+										 get_fn_expr_argtype(fcinfo->flinfo, 1)));
+}
+
+/*
+ * dlock_claim_unheld(tbl regclass, key anyelement, ticket bigint)
+ *		RETURNS boolean
+ *
+ * The check dlock_claim's query runs on each row its scan reaches, with
+ * the claim's ticket: true when no live claim, and no poison mark, is on
+ * the row.  Runs no SQL (src/no_search_path.h).  Any other ticket, or a
+ * NULL argument, is an error.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_unheld_ticket_sql);
+Datum
+dlock_claim_unheld_ticket_sql(PG_FUNCTION_ARGS)
+{
+	dlock_arg_not_null(fcinfo, 0, "table");
+	dlock_arg_not_null(fcinfo, 1, "key");
+	dlock_arg_not_null(fcinfo, 2, "ticket");
+	PG_RETURN_BOOL(!dlock_claim_row_held_in_claim(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
+												  get_fn_expr_argtype(fcinfo->flinfo, 1),
+												  PG_GETARG_INT64(2)));
 }
 
 /*

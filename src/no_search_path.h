@@ -78,12 +78,14 @@ DLOCK_NO_SEARCH_PATH("dlock_renew(text, text, interval, bigint)", dlock_renew_sq
 DLOCK_NO_SEARCH_PATH("dlock_validate(text, text, bigint)", dlock_validate_sql)
 
 /*
- * dlock_claim_unheld: the per-row check of a claim query, which runs it
- * in the caller's search_path anyway (dlock_claim has no pin); the table
- * comes as an OID, the key's text form as described above, and the look-up
- * is a probe of dlock.claim's primary key (claim.c, claim_store.c).
+ * dlock_claim_unheld with a ticket: the per-row check of a claim query,
+ * which runs it in the caller's search_path anyway (dlock_claim has no pin);
+ * the table comes as an OID, the key's text form as described above, and the
+ * look-up is a probe of dlock.claim's primary key (claim.c, claim_store.c);
+ * a ticket not the claim's is an error.  dlock_claim_unheld(tbl, key),
+ * without a ticket, reads the row as the caller (SQL) and keeps its pin.
  */
-DLOCK_NO_SEARCH_PATH("dlock_claim_unheld(regclass, anyelement)", dlock_claim_unheld_sql)
+DLOCK_NO_SEARCH_PATH("dlock_claim_unheld(regclass, anyelement, bigint)", dlock_claim_unheld_ticket_sql)
 
 /*
  * dlock_claimed: the claim fence; the table as an OID, the key as above,
