@@ -15,7 +15,8 @@
 #  - a lease that runs out with nobody releasing it;
 #  - the backend of a transaction holding the key lock being terminated;
 #  - FIFO: the holder of a lease that ran out does not get it back past the
-#    queue.
+#    queue; three waiters get the key in the order they came, one release
+#    each.
 
 use strict;
 use warnings;
@@ -171,6 +172,25 @@ $t = now_s();
 $tx->quit;
 is(wait_result($w, $t), 'woken', 'fifo: the queued waiter got the key');
 is(holder_of('wk:fifo'), 'w', 'fifo: the waiter holds it, not the old holder');
+
+# --- FIFO: waiters served in the order they came ---
+$node->safe_psql('postgres', "SELECT dlock_acquire('wk:order', 'h1', '1 min')");
+my @ws;
+for my $i (1 .. 3)
+{
+	push @ws, start_wait('wk:order', "w$i");
+	queued('wk:order', $i);
+}
+my $prev = 'h1';
+for my $i (1 .. 3)
+{
+	is($node->safe_psql('postgres', "SELECT dlock_release('wk:order', '$prev')"),
+		't', "fifo: $prev released");
+	$t = now_s();
+	is(wait_result($ws[ $i - 1 ], $t), 'woken', "fifo: w$i, next in line, got the key");
+	is(holder_of('wk:order'), "w$i", "fifo: w$i holds it");
+	$prev = "w$i";
+}
 
 $node->stop;
 done_testing();
