@@ -323,7 +323,15 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
     jobs=$(( clients < 2 ? clients : 2 ))
     if [ "$cluster" = main ] && [ "$variant" = dlock ]; then before=$(stats_of main); fi
     if [ "$variant" = update ]; then updates0=$(bpsql main -c "SELECT sum(n) FROM bench_row"); fi
-    bpsql "$cluster" -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
+    # WAL fsyncs: pg_stat_wal.wal_sync up to PostgreSQL 17, pg_stat_io's
+    # WAL rows from 18 on
+    if [ "$(bpsql "$cluster" -c "SHOW server_version_num")" -ge 180000 ]; then
+        bpsql "$cluster" -c "SELECT pg_stat_reset_shared('io')" >/dev/null
+        WAL_SYNCS="(SELECT sum(fsyncs) FROM pg_stat_io WHERE object = 'wal')"
+    else
+        bpsql "$cluster" -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
+        WAL_SYNCS="(SELECT wal_sync FROM pg_stat_wal)"
+    fi
     nkids=$(settle_children "$cluster" 99999)
     cpu0=$(children_cpu_ticks "$cluster")
     if ! out=$(pgbench -n -M prepared -T "$DURATION" -c "$clients" -j "$jobs" \
@@ -342,7 +350,7 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
     cpu_us=$(( (cpu1 - cpu0) * 1000000 / TICKS / (xacts > 0 ? xacts : 1) ))
     # backends flush their WAL statistics when they exit: give them a moment
     sleep 0.3
-    syncs=$(bpsql "$cluster" -c "SELECT round(wal_sync::numeric / greatest($xacts, 1), 3) FROM pg_stat_wal")
+    syncs=$(bpsql "$cluster" -c "SELECT round($WAL_SYNCS::numeric / greatest($xacts, 1), 3)")
     if [ -n "${before:-}" ]; then
         after=$(stats_of main)
         local a0 c0 a1 c1
