@@ -33,7 +33,12 @@ OBJS = \
 	src/claim_plan.o \
 	src/claim_target.o \
 	src/claim_sql.o \
-	src/views_sql.o
+	src/views_sql.o \
+	src/watch.o \
+	src/watch_notify.o \
+	src/watch_session.o \
+	src/watch_worker.o \
+	src/watch_sql.o
 
 DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock--0.3--0.4.sql dlock_proxy--0.3.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"
@@ -80,7 +85,7 @@ dist:
 # may be off PATH and MANPATH (Debian: /usr/lib/postgresql/NN/bin); to put
 # the two elsewhere, e.g.
 #   make install-cli CLI_BINDIR=/usr/local/bin CLI_MANDIR=/usr/local/share/man
-CLI_SRCS = cli/dlock.c cli/run.c cli/db.c
+CLI_SRCS = cli/dlock.c cli/run.c cli/db.c cli/watch.c
 CLI_BINDIR = $(bindir)
 CLI_MANDIR = $(mandir)
 all: cli/dlock
