@@ -412,6 +412,8 @@ main(int argc, char **argv)
 		return argc < 2 ? EXIT_USAGE : 0;
 	}
 	cmd = argv[1];
+	if (strcmp(cmd, "watch") == 0)	/* watch (issue 26): options of its own */
+		return cmd_watch(argc, argv);
 	if (!parse_args(argc, argv, cmd, &o, &rest))
 		return 0;
 	if (!o.holder)

@@ -74,6 +74,9 @@ extern char *interval_text(long long ms, char *buf, size_t len);
 /* run.c */
 extern int	cmd_run(const Options *o, char **argv);
 
+/* watch.c (issue 26) */
+extern int	cmd_watch(int argc, char **argv);
+
 /* dlock.c */
 extern long long now_ms(void);
 extern void json_string(const char *s);
