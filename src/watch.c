@@ -576,10 +576,17 @@ dlock_watch_db_count(Oid dboid)
 
 /* ---- setting, shared memory ---- */
 
-/* called from _PG_init */
+/*
+ * Called from _PG_init.  The setting sizes shared memory: it exists only
+ * when dlock is preloaded (a PGC_POSTMASTER setting cannot be defined once
+ * the server runs).
+ */
 void
 dlock_watch_init(void)
 {
+	dlock_watch_notify_init();
+	if (!process_shared_preload_libraries_in_progress)
+		return;
 	DefineCustomIntVariable("dlock.max_watches",
 							"How many keys all sessions together may watch at once.",
 							"Each session's watch of a key takes one entry in shared "
@@ -588,7 +595,6 @@ dlock_watch_init(void)
 							1024, 1, 100000,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
-	dlock_watch_notify_init();
 }
 
 static Size
