@@ -84,6 +84,16 @@ no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(
 no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises
 claim-keys-as-written@src/claim_target.c@\tif (t->pk_spellings)@\tif (false)@regress:claim_keys
 claim-fence-unlocked@src/claim_manage.c@\tdlock_key_lock(&kl, ShareLock);\n\tok = dlock_claim_store_held(@\tok = dlock_claim_store_held(@tap:075_two_phase
+watch-savepoint-rollback-sent@src/watch_notify.c@\t\t\tevents = foreach_delete_current(events, lc);@\t\t\t(void) lc;@tap:095_watch
+watch-ignores-role@src/watch_notify.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
+watch-no-expiry@src/watch_worker.c@\t\tdlock_watch_expired(key, &l);@\t\t(void) 0;@tap:095_watch
+watch-expiry-while-live@src/watch_worker.c@\tif (l.held && l.expires_at <= now)@\tif (l.held)@tap:095_watch
+watch-expiry-twice@src/watch_notify.c@if (!dlock_watch_claim_expiry(&w[i], ev->token, &previous))@if (!dlock_watch_claim_expiry(&w[i], ev->token, &previous) && false)@tap:095_watch
+watch-joins-unsafely@src/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
+watch-no-handover-grant@src/handover.c@\t\tdlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,@\t\tif (false) dlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,@tap:095_watch
+watch-worker-not-restarted@src/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
+watch-rolled-back-watch-stays@src/watch.c@\t\telse if (op->add != commit)@\t\telse if (!op->add && commit)@regress:watch
+watch-leader-shows-all@src/watch_session.c@\t\tdlock_watch_role_sees(GetUserId(), l->owner);@\t\ttrue;@regress:watch
 EOF
 )
 
