@@ -72,11 +72,12 @@ sub watch_start
 	return $w;
 }
 
-# The watcher's next n lines, decoded (waits up to 120 s for them).
+# The watcher's next n lines, decoded (waits up to 60 s for them; once a
+# wait has come up short, no more waits for that watcher).
 sub events
 {
 	my ($w, $n, $what) = @_;
-	my $deadline = time + 120;
+	my $deadline = time + ($w->{short} ? 1 : 60);
 	my @lines;
 	while (1)
 	{
@@ -90,6 +91,7 @@ sub events
 	{
 		diag("watcher of $w->{key}: $what: got " . scalar(@got)
 			  . " of $n lines; stderr: $w->{err}");
+		$w->{short} = 1;
 	}
 	@got = @got[ 0 .. $n - 1 ] if @got > $n;
 	$w->{seen} += scalar(@got);
@@ -323,10 +325,18 @@ sub quiet_for
 	ok($held_up, 'an acquire waits for the synchronous standby in its commit')
 	  or die 'the acquire never waited for the standby';
 	my $wsess = $node->background_psql('postgres');
+	my $wpid = $wsess->query_safe('SELECT pg_backend_pid()');
 	$wsess->query_until(qr/watching/, "\\echo watching\nSELECT dlock_watch('w:race');\n");
-	ok( $node->poll_query_until('postgres',
-			"SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'transactionid'"
-			  . " AND query LIKE 'SELECT dlock_watch%'"),
+	my $state = '';
+	my $deadline = time + 60;
+	while (time < $deadline)
+	{
+		$state = sql("SELECT state || '/' || coalesce(wait_event, '')"
+			  . " FROM pg_stat_activity WHERE pid = $wpid");
+		last if $state eq 'active/transactionid' || $state =~ /^idle/;
+		usleep(100_000);
+	}
+	is($state, 'active/transactionid',
 		'dlock_watch waits for the commit of a change of its key already past its pre-commit');
 	sql("ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()");
 	my $after = $wsess->query_safe(
