@@ -35,6 +35,7 @@ OBJS = \
 	src/claim_sql.o \
 	src/views_sql.o \
 	src/watch.o \
+	src/watch_join.o \
 	src/watch_notify.o \
 	src/watch_session.o \
 	src/watch_worker.o \

@@ -2,13 +2,12 @@
  *
  * watch.c
  *		The registry of watched keys in shared memory: which session watches
- *		which key, on which channel, as which role; dlock_watch and
- *		dlock_unwatch as transactional changes of it; and the committing
- *		transactions a new watcher waits for.
+ *		which key, on which channel, as which role; and dlock_watch and
+ *		dlock_unwatch as transactional changes of it.
  *
  * Each watching session has one notification channel, a random name drawn
  * from pg_strong_random ("dlock_" and 32 hex digits) that dlock_watch
- * LISTENs on for it.  NOTIFY channels are not access-controlled: anyone
+ * LISTENs on for it (watch_session.c).  NOTIFY channels are not access-controlled: anyone
  * who knows a name can listen on it, or send on it.  A random name known
  * only to its session keeps both out; dlock never sends on a shared or
  * guessable channel.  One entry per (session, key) holds the key, the
@@ -18,17 +17,7 @@
  * Transactions.  dlock_watch puts its entry in at once, so that a change
  * committing from then on finds it, and takes it out again if its
  * (sub)transaction rolls back; dlock_unwatch takes entries out at commit.
- * A new watcher must not miss a change that is committing as it joins:
- * such a change looked for watchers (at its pre-commit, watch_notify.c)
- * before this entry was there, and its commit may not be visible yet to
- * the watcher's next read of the key.  Every transaction that changed
- * leases therefore publishes its transaction id and key in a slot of its
- * own from its pre-commit to its end, before it looks for watchers; the
- * watcher, after putting its entry in, waits for every transaction
- * published for its key (a full memory barrier on each side: either the
- * change sees the entry, or the watcher sees the slot).  So once
- * dlock_watch has committed, every change of the key either shows in a
- * read of it or comes as a notification.
+ * A change committing as a watcher joins is waited for (watch_join.c).
  *
  * The whole registry lives in shared memory: it needs dlock in
  * shared_preload_libraries.  Entries go when their session ends (a
@@ -43,7 +32,6 @@
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
-#include "storage/lmgr.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
@@ -71,21 +59,12 @@ typedef struct WatchEntry
 	char		key[DLOCK_MAX_KEY_BYTES];
 } WatchEntry;
 
-/* a committing transaction that changed leases (see "Transactions") */
-typedef struct WatchCommit
-{
-	pg_atomic_uint32 xid;		/* InvalidTransactionId: none */
-	pg_atomic_uint32 many;		/* it changed more than one key */
-	pg_atomic_uint64 hash;		/* else the one key it changed */
-} WatchCommit;
-
 typedef struct WatchRegistry
 {
 	LWLock	   *lock;			/* protects the entries (not the atomics) */
 	pg_atomic_uint32 nentries;	/* entries in use; read without the lock */
 	uint32		next_generation;
 	int			max_entries;
-	int			ncommits;
 } WatchRegistry;
 
 /* one dlock_watch or dlock_unwatch of this transaction */
@@ -104,7 +83,6 @@ int			dlock_max_watches = 1024;
 /* NULL without shared memory (dlock not preloaded) */
 static WatchRegistry *reg = NULL;
 static WatchEntry *entries = NULL;
-static WatchCommit *commits = NULL;
 
 static bool exit_callback_registered = false;
 static List *pending_ops = NIL;	/* in TopTransactionContext */
@@ -337,39 +315,6 @@ dlock_watch_add(text *key, int64 expired_token)
 	return true;
 }
 
-/*
- * After putting key's entry in: wait for the transactions that are
- * committing a change of key and may have looked for watchers before the
- * entry was there (see "Transactions" above).  Each is past its
- * pre-commit, so the wait is short.
- */
-void
-dlock_watch_after_add(text *key)
-{
-	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, VARDATA_ANY(key),
-										  VARSIZE_ANY_EXHDR(key)).hash;
-	TransactionId *xids = palloc(sizeof(TransactionId) * reg->ncommits);
-	int			n = 0;
-
-	pg_memory_barrier();
-	for (int i = 0; i < reg->ncommits; i++)
-	{
-		WatchCommit *c = &commits[i];
-		TransactionId xid = pg_atomic_read_u32(&c->xid);
-
-		if (i == dlock_my_procno() || !TransactionIdIsValid(xid))
-			continue;
-		if (pg_atomic_read_u32(&c->many) || pg_atomic_read_u64(&c->hash) == hash)
-			xids[n++] = xid;
-	}
-	for (int i = 0; i < n; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		XactLockTableWait(xids[i], NULL, NULL, XLTW_None);
-	}
-	pfree(xids);
-}
-
 /* Unwatch key at commit; false when this session does not watch it. */
 bool
 dlock_watch_drop(const char *key, int len)
@@ -503,32 +448,6 @@ dlock_watch_unclaim_expiry(const DlockWatcher *w, int64 token, int64 previous)
 	LWLockRelease(reg->lock);
 }
 
-/*
- * A transaction that changed leases, from its pre-commit to its end:
- * xid, and the key's hash (or many keys).  Followed by a full barrier.
- */
-void
-dlock_watch_publish_commit(uint32 xid, uint64 hash, bool many)
-{
-	WatchCommit *c;
-
-	if (reg == NULL || dlock_my_procno() >= reg->ncommits)
-		return;
-	c = &commits[dlock_my_procno()];
-	pg_atomic_write_u64(&c->hash, hash);
-	pg_atomic_write_u32(&c->many, many ? 1 : 0);
-	pg_atomic_write_u32(&c->xid, xid);
-	pg_memory_barrier();
-}
-
-void
-dlock_watch_clear_commit(void)
-{
-	if (reg == NULL || dlock_my_procno() >= reg->ncommits)
-		return;
-	pg_atomic_write_u32(&commits[dlock_my_procno()].xid, InvalidTransactionId);
-}
-
 /* The distinct keys watched in database dboid (for its worker). */
 text	  **
 dlock_watch_db_keys(Oid dboid, int *n)
@@ -603,19 +522,13 @@ entries_size(void)
 	return mul_size(dlock_max_watches, sizeof(WatchEntry));
 }
 
-static Size
-commits_size(void)
-{
-	return mul_size(MaxBackends, sizeof(WatchCommit));
-}
-
 /* shmem_request_hook (dlock.c) */
 void
 dlock_watch_shmem_request(void)
 {
-	RequestAddinShmemSpace(add_size(sizeof(WatchRegistry),
-									add_size(entries_size(), commits_size())));
+	RequestAddinShmemSpace(add_size(sizeof(WatchRegistry), entries_size()));
 	RequestNamedLWLockTranche(DLOCK_WATCH_TRANCHE, 1);
+	dlock_watch_join_shmem_request();
 	dlock_watch_worker_shmem_request();
 }
 
@@ -627,23 +540,16 @@ dlock_watch_shmem_startup(void)
 
 	reg = ShmemInitStruct("dlock watch registry", sizeof(WatchRegistry), &found);
 	entries = ShmemInitStruct("dlock watch entries", entries_size(), &found);
-	commits = ShmemInitStruct("dlock watch commits", commits_size(), &found);
 	if (!found)
 	{
 		memset(entries, 0, entries_size());
 		for (int i = 0; i < dlock_max_watches; i++)
 			pg_atomic_init_u64(&entries[i].expired_token, 0);
-		for (int i = 0; i < MaxBackends; i++)
-		{
-			pg_atomic_init_u32(&commits[i].xid, InvalidTransactionId);
-			pg_atomic_init_u32(&commits[i].many, 0);
-			pg_atomic_init_u64(&commits[i].hash, 0);
-		}
 		reg->lock = &(GetNamedLWLockTranche(DLOCK_WATCH_TRANCHE))->lock;
 		pg_atomic_init_u32(&reg->nentries, 0);
 		reg->next_generation = 0;
 		reg->max_entries = dlock_max_watches;
-		reg->ncommits = MaxBackends;
 	}
+	dlock_watch_join_shmem_startup();
 	dlock_watch_worker_shmem_startup();
 }

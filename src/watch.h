@@ -2,8 +2,10 @@
  *
  * watch.h
  *		Watching keys: the registry of watching sessions in shared memory
- *		(watch.c), the notifications a changing transaction sends
- *		(watch_notify.c) and the expiry worker (watch_worker.c).
+ *		(watch.c), the changes a joining watcher waits for (watch_join.c),
+ *		a session's side (watch_session.c), the notifications a changing
+ *		transaction sends (watch_notify.c) and the expiry worker
+ *		(watch_worker.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -45,7 +47,6 @@ typedef struct DlockWatcher
 extern int	dlock_max_watches;
 extern bool dlock_watch_available(void);
 extern bool dlock_watch_add(text *key, int64 expired_token);
-extern void dlock_watch_after_add(text *key);
 extern bool dlock_watch_drop(const char *key, int len);
 extern int64 dlock_watch_drop_all(void);
 extern void dlock_watch_note_op(bool add, const char *key, int len);
@@ -59,13 +60,18 @@ extern bool dlock_watch_claim_expiry(const DlockWatcher *w, int64 token,
 									 int64 *previous);
 extern void dlock_watch_unclaim_expiry(const DlockWatcher *w, int64 token,
 									   int64 previous);
-extern void dlock_watch_publish_commit(uint32 xid, uint64 hash, bool many);
-extern void dlock_watch_clear_commit(void);
 extern text **dlock_watch_db_keys(Oid dboid, int *n);
 extern int	dlock_watch_db_count(Oid dboid);
 extern void dlock_watch_init(void);
 extern void dlock_watch_shmem_request(void);
 extern void dlock_watch_shmem_startup(void);
+
+/* ---- watch_join.c: the changes a joining watcher waits for ---- */
+extern void dlock_watch_publish_commit(uint32 xid, uint64 hash, bool many);
+extern void dlock_watch_clear_commit(void);
+extern void dlock_watch_after_add(text *key);
+extern void dlock_watch_join_shmem_request(void);
+extern void dlock_watch_join_shmem_startup(void);
 
 /* ---- watch_session.c: a session's watches, a key's leader ---- */
 extern const char *dlock_watch_channel(void);
