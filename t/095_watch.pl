@@ -303,6 +303,11 @@ sub quiet_for
 
 # ---- a watcher joining while a change of its key commits ----
 {
+	# a lease that runs out while commits wait for the standby (below)
+	my $ws = watch_start('w:syncexp');
+	sql("SELECT dlock_acquire('w:syncexp', 'syncexp', '4 s')");
+	is_deeply(briefs($ws, 1, 'the grant'), ['granted/acquire/syncexp'], 'a grant');
+
 	# every commit that writes WAL now waits for a standby that never comes
 	sql("ALTER SYSTEM SET synchronous_standby_names = 'nobody'; SELECT pg_reload_conf()");
 	# (the checkpointer makes the setting count a moment after the reload:
@@ -338,6 +343,10 @@ sub quiet_for
 	}
 	is($state, 'active/transactionid',
 		'dlock_watch waits for the commit of a change of its key already past its pre-commit');
+	is_deeply(briefs($ws, 1, 'an expiry while commits wait for a standby'),
+		['expired/-/syncexp'],
+		'the worker sends an expiry without waiting for a synchronous standby');
+	watch_stop($ws);
 	sql("ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()");
 	my $after = $wsess->query_safe(
 		"SELECT 'leader=' || string_agg(holder, ',') FROM dlock_leader('w:race')");
