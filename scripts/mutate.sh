@@ -94,7 +94,6 @@ watch-no-handover-grant@src/handover.c@\t\tdlock_watch_granted(key, NULL, o.hold
 watch-worker-not-restarted@src/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
 watch-rolled-back-watch-stays@src/watch.c@\t\telse if (op->add != commit)@\t\telse if (!op->add && commit)@regress:watch
 watch-leader-shows-all@src/watch_session.c@\t\tdlock_watch_role_sees(GetUserId(), l->owner);@\t\ttrue;@regress:watch
-watch-worker-waits-for-standby@src/watch_worker.c@\tSetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);@\t(void) 0;@tap:095_watch
 EOF
 )
 

@@ -42,7 +42,6 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "tcop/tcopprot.h"
-#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -367,8 +366,6 @@ dlock_watch_worker_main(Datum main_arg)
 	if (!worker_attach(dboid))
 		proc_exit(0);
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	/* a notification needs no flush (nor a synchronous standby) to be sent */
-	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	cxt = AllocSetContextCreate(TopMemoryContext, "dlock watch worker",
 								ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(cxt);
