@@ -287,15 +287,18 @@ send_event(const WatchEvent *ev)
 		if (ev->kind == DLOCK_WATCH_EXPIRED)
 		{
 			int64		previous;
+			MemoryContext old;
 			ExpiryClaim *c;
 
 			if (!dlock_watch_claim_expiry(&w[i], ev->token, &previous))
 				continue;		/* sent already, by whoever noticed it */
-			c = MemoryContextAlloc(TopTransactionContext, sizeof(ExpiryClaim));
+			old = MemoryContextSwitchTo(TopTransactionContext);
+			c = palloc(sizeof(ExpiryClaim));
 			c->w = w[i];
 			c->token = ev->token;
 			c->previous = previous;
 			claims = lappend(claims, c);
+			MemoryContextSwitchTo(old);
 		}
 		if (!dlock_watch_role_sees(w[i].role, ev->owner))
 			continue;
