@@ -37,7 +37,13 @@ OBJS = \
 	src/claim_ddl.o \
 	src/claim_ddl_type.o \
 	src/claim_sql.o \
-	src/views_sql.o
+	src/views_sql.o \
+	src/watch.o \
+	src/watch_join.o \
+	src/watch_notify.o \
+	src/watch_session.o \
+	src/watch_worker.o \
+	src/watch_sql.o
 
 DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock--0.3--0.4.sql dlock_proxy--0.3.sql
 PGFILEDESC = "dlock - lease locks with fencing tokens"
@@ -85,7 +91,7 @@ dist:
 # the two elsewhere, e.g.
 #   make install-cli CLI_BINDIR=/usr/local/bin CLI_MANDIR=/usr/local/share/man
 # Its version (dlock --version) is META.json's.
-CLI_SRCS = cli/dlock.c cli/args.c cli/acquire.c cli/run.c cli/db.c cli/signals.c
+CLI_SRCS = cli/dlock.c cli/args.c cli/acquire.c cli/run.c cli/db.c cli/signals.c cli/watch.c
 CLI_BINDIR = $(bindir)
 CLI_MANDIR = $(mandir)
 all: cli/dlock

@@ -353,8 +353,8 @@ parse_args(int argc, char **argv, Options *o)
 	}
 
 	if (o->cmd == NULL)
-		usage_error("no command given: run, acquire, renew, release, status, list"
-					" or force-release");
+		usage_error("no command given: run, acquire, renew, release, status, list,"
+					" force-release or watch");
 	if (commands[cmd].takes_key && o->key == NULL)
 		usage_error("%s needs a KEY", o->cmd);
 	if (o->key)

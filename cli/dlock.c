@@ -34,6 +34,7 @@ static const char *usage_text =
 "  dlock status KEY                            who holds KEY\n"
 "  dlock list                                  the leases of this database role\n"
 "  dlock force-release KEY                     free KEY whoever holds it (operators)\n"
+"  dlock watch KEY [--json] [--count N]        print each change of KEY as it commits\n"
 "Options go before or after the command (not after \"--\").\n"
 "\n"
 "Options:\n"
@@ -328,6 +329,38 @@ run_command(const Options *o)
 	return cmd_force_release(o);
 }
 
+/*
+ * Whether the command is "watch" (its first argument that is neither an
+ * option nor an option's value): if so, argv is rearranged in place so that
+ * "watch" comes first, the options before it after it, as cmd_watch reads
+ * them (options may stand before or after the command, as for the others).
+ */
+static bool
+watch_command(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+	{
+		const char *a = argv[i];
+
+		if (strcmp(a, "--") == 0)
+			return false;
+		if (a[0] == '-')
+		{
+			if (strcmp(a, "-d") == 0 || strcmp(a, "--dbname") == 0 ||
+				strcmp(a, "--count") == 0)
+				i++;
+			continue;
+		}
+		if (strcmp(a, "watch") != 0)
+			return false;
+		for (int j = i; j > 1; j--)
+			argv[j] = argv[j - 1];
+		argv[1] = (char *) "watch";
+		return true;
+	}
+	return false;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -336,6 +369,8 @@ main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	o.ttl_ms = 30000;
 	o.grace_ms = 10000;
+	if (watch_command(argc, argv))	/* watch (issue 26): options of its own */
+		return cmd_watch(argc, argv);
 	parse_args(argc, argv, &o);
 	if (!o.holder)
 		o.holder = default_holder();

@@ -106,6 +106,9 @@ extern void interrupted_release(Db *db, const Options *o, const char *token,
 /* run.c */
 extern int	cmd_run(const Options *o, char **argv);
 
+/* watch.c (issue 26) */
+extern int	cmd_watch(int argc, char **argv);
+
 /* dlock.c */
 extern long long now_ms(void);
 extern void json_string(const char *s);

@@ -150,6 +150,16 @@ views-ignore-row-security@src/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, call
 fence-waits-for-hidden-rows@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
 unclaim-all-keys-at-once@src/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
 release-all-keys-at-once@src/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
+watch-savepoint-rollback-sent@src/watch_notify.c@\t\t\tevents = foreach_delete_current(events, lc);@\t\t\t(void) lc;@tap:095_watch
+watch-ignores-role@src/watch_notify.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
+watch-no-expiry@src/watch_worker.c@\t\tdlock_watch_expired(key, &l);@\t\t(void) 0;@tap:095_watch
+watch-expiry-while-live@src/watch_worker.c@\tif (l.held && l.expires_at <= now)@\tif (l.held)@tap:095_watch
+watch-expiry-twice@src/watch_notify.c@if (!dlock_watch_claim_expiry(&w[i], ev->token, &previous))@if (!dlock_watch_claim_expiry(&w[i], ev->token, &previous) && false)@tap:095_watch
+watch-joins-unsafely@src/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
+watch-no-handover-grant@src/handover.c@\t\tdlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,@\t\tif (false) dlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,@tap:095_watch
+watch-worker-not-restarted@src/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
+watch-rolled-back-watch-stays@src/watch.c@\t\telse if (op->add != commit)@\t\telse if (!op->add && commit)@regress:watch
+watch-leader-shows-all@src/watch_session.c@\t\tdlock_watch_role_sees(GetUserId(), l->owner);@\t\ttrue;@regress:watch
 EOF
 )
 

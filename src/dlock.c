@@ -27,6 +27,7 @@
 #include "dlock.h"
 #include "stats.h"
 #include "wait.h"
+#include "watch.h"
 #include "xact.h"
 
 PG_MODULE_MAGIC;
@@ -50,6 +51,7 @@ dlock_shmem_request(void)
 	dlock_wait_shmem_request();
 	dlock_stats_shmem_request();
 	dlock_claim_plan_shmem_request();
+	dlock_watch_shmem_request();	/* watch (issue 26) */
 }
 
 static void
@@ -61,6 +63,7 @@ dlock_shmem_startup(void)
 	dlock_wait_shmem_startup();
 	dlock_stats_shmem_startup();
 	dlock_claim_plan_shmem_startup();
+	dlock_watch_shmem_startup();	/* watch (issue 26) */
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -132,6 +135,7 @@ _PG_init(void)
 							 true,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
+	dlock_watch_init();			/* watch (issue 26): its setting, callbacks */
 	MarkGUCPrefixReserved("dlock");
 
 	dlock_xact_init();

@@ -30,6 +30,7 @@
 #include "lease_store.h"
 #include "token.h"
 #include "wait.h"
+#include "watch.h"
 #include "xact.h"
 
 /* one offer made by this transaction */
@@ -74,6 +75,8 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 {
 	DlockOffer	o;
 
+	dlock_watch_released(key, l);	/* watch (issue 26) */
+
 	/*
 	 * Only a release that is its transaction as a whole: the waiter learns
 	 * the outcome at this transaction's end, which a transaction block could
@@ -88,6 +91,8 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 		p->offer.expires_at = now + o.ttl_us;
 		dlock_lease_store_grant(s, key, l, o.holder, o.owner, p->offer.token,
 								o.ttl_us, now, p->offer.expires_at);
+		dlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,
+							p->offer.expires_at, true);	/* watch (issue 26) */
 	}
 	else
 		dlock_lease_store_free(s, key, l, now);
@@ -117,7 +122,10 @@ settle_offers(void)
 		stands = l.held && l.token == p->offer.token &&
 			l.owner == p->offer.owner;
 		if (!dlock_wait_offer_settle(&p->offer, stands) && stands)
+		{
 			dlock_lease_store_free(&s, p->key, &l, GetCurrentTimestamp());
+			dlock_watch_grant_withdrawn(p->key, p->offer.token);	/* watch (issue 26) */
+		}
 	}
 	dlock_store_close(&s);
 }

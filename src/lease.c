@@ -49,6 +49,7 @@
 #include "store.h"
 #include "token.h"
 #include "wait.h"
+#include "watch.h"
 #include "xact.h"
 
 /* ---- decisions ---- */
@@ -221,6 +222,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		dlock_lease_store_grant(&s, key, &l, holder, role, *token, ttl_us,
 						  now, *expires_at);
 		res = l.held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
+		dlock_watch_granted(key, &l, holder, role, *token, *expires_at, false);	/* watch (issue 26) */
 		dlock_xact_note_key(&kl);
 	}
 	dlock_store_close(&s);

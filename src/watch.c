@@ -1,0 +1,555 @@
+/*-------------------------------------------------------------------------
+ *
+ * watch.c
+ *		The registry of watched keys in shared memory: which session watches
+ *		which key, on which channel, as which role; and dlock_watch and
+ *		dlock_unwatch as transactional changes of it.
+ *
+ * Each watching session has one notification channel, a random name drawn
+ * from pg_strong_random ("dlock_" and 32 hex digits) that dlock_watch
+ * LISTENs on for it (watch_session.c).  NOTIFY channels are not access-controlled: anyone
+ * who knows a name can listen on it, or send on it.  A random name known
+ * only to its session keeps both out; dlock never sends on a shared or
+ * guessable channel.  One entry per (session, key) holds the key, the
+ * channel, the role that called dlock_watch, and the token of the last
+ * expiry sent to it (so that an expiry goes out once per entry).
+ *
+ * Transactions.  dlock_watch puts its entry in at once, so that a change
+ * committing from then on finds it, and takes it out again if its
+ * (sub)transaction rolls back; dlock_unwatch takes entries out at commit.
+ * A change committing as a watcher joins is waited for (watch_join.c).
+ *
+ * The whole registry lives in shared memory: it needs dlock in
+ * shared_preload_libraries.  Entries go when their session ends (a
+ * before_shmem_exit callback), or all at once when a crash resets shared
+ * memory (the sessions are gone too).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "compat.h"
+#include "dlock.h"
+#include "keylock.h"
+#include "watch.h"
+
+/* one (session, key) */
+typedef struct WatchEntry
+{
+	bool		in_use;
+	uint32		generation;		/* changes each time the entry is reused */
+	Oid			dboid;
+	int			procno;			/* the watching backend */
+	int			pid;
+	Oid			role;			/* the role that called dlock_watch */
+	uint64		hash;			/* the key's lock hash (keylock.c) */
+	pg_atomic_uint64 expired_token; /* the last token whose expiry was sent */
+	char		channel[NAMEDATALEN];
+	int			keylen;
+	char		key[DLOCK_MAX_KEY_BYTES];
+} WatchEntry;
+
+typedef struct WatchRegistry
+{
+	LWLock	   *lock;			/* protects the entries (not the atomics) */
+	pg_atomic_uint32 nentries;	/* entries in use; read without the lock */
+	uint32		next_generation;
+	int			max_entries;
+} WatchRegistry;
+
+/* one dlock_watch or dlock_unwatch of this transaction */
+typedef struct WatchOp
+{
+	bool		add;			/* dlock_watch put the entry in */
+	SubTransactionId subid;
+	int			len;
+	char		key[FLEXIBLE_ARRAY_MEMBER];
+} WatchOp;
+
+#define DLOCK_WATCH_TRANCHE "dlock watch"
+
+int			dlock_max_watches = 1024;
+
+/* NULL without shared memory (dlock not preloaded) */
+static WatchRegistry *reg = NULL;
+static WatchEntry *entries = NULL;
+
+static bool exit_callback_registered = false;
+static List *pending_ops = NIL;	/* in TopTransactionContext */
+
+bool
+dlock_watch_available(void)
+{
+	return reg != NULL;
+}
+
+static bool
+entry_is(const WatchEntry *e, Oid dboid, uint64 hash, const char *key, int len)
+{
+	return e->in_use && e->dboid == dboid && e->hash == hash &&
+		e->keylen == len && memcmp(e->key, key, len) == 0;
+}
+
+static bool
+entry_is_mine(const WatchEntry *e)
+{
+	return e->in_use && e->procno == dlock_my_procno() && e->pid == MyProcPid;
+}
+
+/* this session's entry for key, or -1; caller holds the lock */
+static int
+my_entry_locked(const char *key, int len)
+{
+	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, key, len).hash;
+
+	for (int i = 0; i < reg->max_entries; i++)
+		if (entry_is(&entries[i], MyDatabaseId, hash, key, len) &&
+			entry_is_mine(&entries[i]))
+			return i;
+	return -1;
+}
+
+static void
+free_entry_locked(int i)
+{
+	entries[i].in_use = false;
+	pg_atomic_fetch_sub_u32(&reg->nentries, 1);
+}
+
+/* take this session's entry for key out, if it has one */
+static void
+remove_mine(const char *key, int len)
+{
+	int			i;
+
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	i = my_entry_locked(key, len);
+	if (i >= 0)
+		free_entry_locked(i);
+	LWLockRelease(reg->lock);
+}
+
+/* before_shmem_exit: the session's entries go with it */
+static void
+watch_exit_callback(int code, Datum arg)
+{
+	bool		had = false;
+
+	if (reg == NULL)
+		return;
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < reg->max_entries; i++)
+		if (entry_is_mine(&entries[i]))
+		{
+			free_entry_locked(i);
+			had = true;
+		}
+	LWLockRelease(reg->lock);
+	dlock_watch_clear_commit();
+	if (had && OidIsValid(MyDatabaseId))
+		dlock_watch_poke_worker(MyDatabaseId);
+}
+
+/* ---- this transaction's dlock_watch and dlock_unwatch calls ---- */
+
+void
+dlock_watch_note_op(bool add, const char *key, int len)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	WatchOp    *op = palloc(offsetof(WatchOp, key) + len);
+
+	op->add = add;
+	op->subid = GetCurrentSubTransactionId();
+	op->len = len;
+	memcpy(op->key, key, len);
+	pending_ops = lappend(pending_ops, op);
+	MemoryContextSwitchTo(old);
+}
+
+/* an unwatch of key pending in this transaction, or NULL */
+static ListCell *
+pending_removal(const char *key, int len)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_ops)
+	{
+		WatchOp    *op = lfirst(lc);
+
+		if (!op->add && op->len == len && memcmp(op->key, key, len) == 0)
+			return lc;
+	}
+	return NULL;
+}
+
+/*
+ * The end of a (sub)transaction: at commit the unwatched keys go, at a
+ * rollback the watched ones (the LISTEN goes with it, in PostgreSQL's own
+ * machinery).  Called by watch_notify.c's callbacks.  Never fails: it may
+ * run after the commit record.
+ */
+void
+dlock_watch_ops_end(bool commit, bool top, SubTransactionId subid,
+					SubTransactionId parent)
+{
+	List	   *keep = NIL;
+	ListCell   *lc;
+	bool		changed = false;
+	MemoryContext old;
+
+	if (pending_ops == NIL || reg == NULL)
+	{
+		if (top)
+			pending_ops = NIL;
+		return;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	foreach(lc, pending_ops)
+	{
+		WatchOp    *op = lfirst(lc);
+
+		if (!top && op->subid != subid)
+			keep = lappend(keep, op);
+		else if (!top && commit)
+		{
+			op->subid = parent;
+			keep = lappend(keep, op);
+		}
+		else if (op->add != commit)
+		{
+			/* a committed unwatch, or a rolled-back watch */
+			remove_mine(op->key, op->len);
+			changed = true;
+		}
+		else if (op->add && top)
+			changed = true;		/* a new key for the worker to schedule */
+	}
+	MemoryContextSwitchTo(old);
+	pending_ops = top ? NIL : keep;
+	if (changed)
+		dlock_watch_poke_worker(MyDatabaseId);
+}
+
+/* PREPARE TRANSACTION cannot keep a watch (nor can it keep a LISTEN) */
+void
+dlock_watch_ops_prepare(void)
+{
+	if (pending_ops != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that called dlock_watch or dlock_unwatch")));
+}
+
+/* ---- dlock_watch and dlock_unwatch ---- */
+
+/*
+ * Watch key from this session: put its entry in (expired_token: the
+ * token of an expiry that happened before, not to be sent).  False when
+ * the session watches it already.  A registry that is full is an error.
+ */
+bool
+dlock_watch_add(text *key, int64 expired_token)
+{
+	const char *k = VARDATA_ANY(key);
+	int			len = VARSIZE_ANY_EXHDR(key);
+	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, k, len).hash;
+	const char *channel = dlock_watch_channel();
+	ListCell   *unwatch;
+	int			free_i = -1;
+
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(watch_exit_callback, (Datum) 0);
+		exit_callback_registered = true;
+	}
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	if (my_entry_locked(k, len) >= 0)
+	{
+		LWLockRelease(reg->lock);
+		/* watching it again undoes an unwatch earlier in this transaction */
+		if ((unwatch = pending_removal(k, len)) != NULL)
+			pending_ops = list_delete_cell(pending_ops, unwatch);
+		return false;
+	}
+	for (int i = 0; i < reg->max_entries && free_i < 0; i++)
+		if (!entries[i].in_use)
+			free_i = i;
+	if (free_i < 0)
+	{
+		LWLockRelease(reg->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many watched keys"),
+				 errdetail("All sessions together watch %d keys, the most dlock.max_watches allows.",
+						   reg->max_entries),
+				 errhint("Unwatch keys, or raise dlock.max_watches (needs a restart).")));
+	}
+	{
+		WatchEntry *e = &entries[free_i];
+
+		e->in_use = true;
+		e->generation = ++reg->next_generation;
+		e->dboid = MyDatabaseId;
+		e->procno = dlock_my_procno();
+		e->pid = MyProcPid;
+		e->role = GetUserId();
+		e->hash = hash;
+		pg_atomic_write_u64(&e->expired_token, (uint64) Max(expired_token, 0));
+		memcpy(e->channel, channel, NAMEDATALEN);
+		e->keylen = len;
+		memcpy(e->key, k, len);
+		pg_atomic_fetch_add_u32(&reg->nentries, 1);
+	}
+	LWLockRelease(reg->lock);
+	dlock_watch_note_op(true, k, len);
+	return true;
+}
+
+/* Unwatch key at commit; false when this session does not watch it. */
+bool
+dlock_watch_drop(const char *key, int len)
+{
+	int			i;
+
+	if (reg == NULL)
+		return false;
+	LWLockAcquire(reg->lock, LW_SHARED);
+	i = my_entry_locked(key, len);
+	LWLockRelease(reg->lock);
+	if (i < 0 || pending_removal(key, len) != NULL)
+		return false;
+	dlock_watch_note_op(false, key, len);
+	return true;
+}
+
+/* Unwatch every key of this session at commit; returns how many. */
+int64
+dlock_watch_drop_all(void)
+{
+	List	   *keys = NIL;
+	ListCell   *lc;
+	int64		n = 0;
+
+	if (reg == NULL)
+		return 0;
+	LWLockAcquire(reg->lock, LW_SHARED);
+	for (int i = 0; i < reg->max_entries; i++)
+		if (entry_is_mine(&entries[i]) && entries[i].dboid == MyDatabaseId)
+			keys = lappend(keys, cstring_to_text_with_len(entries[i].key,
+														  entries[i].keylen));
+	LWLockRelease(reg->lock);
+	foreach(lc, keys)
+	{
+		text	   *k = lfirst(lc);
+
+		if (dlock_watch_drop(VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k)))
+			n++;
+	}
+	return n;
+}
+
+/* ---- what notifying transactions and the worker read ---- */
+
+/* True when any session of the cluster watches any key (no lock). */
+bool
+dlock_watch_any(void)
+{
+	return reg != NULL && pg_atomic_read_u32(&reg->nentries) > 0;
+}
+
+/*
+ * The watchers of key in database dboid, copied into *out (palloc'd);
+ * returns how many.
+ */
+int
+dlock_watch_find(Oid dboid, const char *key, int len, DlockWatcher **out)
+{
+	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, key, len).hash;
+	DlockWatcher *w = NULL;
+	int			n = 0;
+	int			room = 0;
+
+	*out = NULL;
+	if (!dlock_watch_any())
+		return 0;
+	LWLockAcquire(reg->lock, LW_SHARED);
+	for (int i = 0; i < reg->max_entries; i++)
+	{
+		WatchEntry *e = &entries[i];
+
+		if (!entry_is(e, dboid, hash, key, len))
+			continue;
+		if (n == room)
+		{
+			room = room == 0 ? 4 : room * 2;
+			w = w ? repalloc(w, sizeof(DlockWatcher) * room) :
+				palloc(sizeof(DlockWatcher) * room);
+		}
+		w[n].index = i;
+		w[n].generation = e->generation;
+		w[n].role = e->role;
+		memcpy(w[n].channel, e->channel, NAMEDATALEN);
+		n++;
+	}
+	LWLockRelease(reg->lock);
+	*out = w;
+	return n;
+}
+
+/*
+ * Claim the expiry of token for watcher w: true (with the token claimed
+ * before in *previous) unless that expiry, or a later one, was claimed
+ * already, or the entry is gone.
+ */
+bool
+dlock_watch_claim_expiry(const DlockWatcher *w, int64 token, int64 *previous)
+{
+	WatchEntry *e = &entries[w->index];
+	bool		claimed = false;
+
+	LWLockAcquire(reg->lock, LW_SHARED);
+	if (e->in_use && e->generation == w->generation)
+	{
+		uint64		cur = pg_atomic_read_u64(&e->expired_token);
+
+		while (cur < (uint64) token && !claimed)
+			claimed = pg_atomic_compare_exchange_u64(&e->expired_token, &cur,
+													 (uint64) token);
+		*previous = (int64) cur;
+	}
+	LWLockRelease(reg->lock);
+	return claimed;
+}
+
+/* Give a claim back: the transaction that sent the expiry rolled back. */
+void
+dlock_watch_unclaim_expiry(const DlockWatcher *w, int64 token, int64 previous)
+{
+	WatchEntry *e = &entries[w->index];
+
+	LWLockAcquire(reg->lock, LW_SHARED);
+	if (e->in_use && e->generation == w->generation)
+	{
+		uint64		cur = (uint64) token;
+
+		(void) pg_atomic_compare_exchange_u64(&e->expired_token, &cur,
+											  (uint64) previous);
+	}
+	LWLockRelease(reg->lock);
+}
+
+/* The distinct keys watched in database dboid (for its worker). */
+text	  **
+dlock_watch_db_keys(Oid dboid, int *n)
+{
+	text	  **keys = NULL;
+
+	*n = 0;
+	if (!dlock_watch_any())
+		return NULL;
+	LWLockAcquire(reg->lock, LW_SHARED);
+	for (int i = 0; i < reg->max_entries; i++)
+	{
+		WatchEntry *e = &entries[i];
+		bool		seen = false;
+
+		if (!e->in_use || e->dboid != dboid)
+			continue;
+		for (int j = 0; j < i && !seen; j++)
+			seen = entry_is(&entries[j], dboid, e->hash, e->key, e->keylen);
+		if (seen)
+			continue;
+		if (keys == NULL)
+			keys = palloc(sizeof(text *) * reg->max_entries);
+		keys[(*n)++] = cstring_to_text_with_len(e->key, e->keylen);
+	}
+	LWLockRelease(reg->lock);
+	return keys;
+}
+
+/* How many entries database dboid has (0 or more). */
+int
+dlock_watch_db_count(Oid dboid)
+{
+	int			n = 0;
+
+	if (!dlock_watch_any())
+		return 0;
+	LWLockAcquire(reg->lock, LW_SHARED);
+	for (int i = 0; i < reg->max_entries; i++)
+		if (entries[i].in_use && entries[i].dboid == dboid)
+			n++;
+	LWLockRelease(reg->lock);
+	return n;
+}
+
+/* ---- setting, shared memory ---- */
+
+/*
+ * Called from _PG_init.  The setting sizes shared memory: it exists only
+ * when dlock is preloaded (a PGC_POSTMASTER setting cannot be defined once
+ * the server runs).
+ */
+void
+dlock_watch_init(void)
+{
+	dlock_watch_notify_init();
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	DefineCustomIntVariable("dlock.max_watches",
+							"How many keys all sessions together may watch at once.",
+							"Each session's watch of a key takes one entry in shared "
+							"memory (about 1.2 kB); needs dlock in shared_preload_libraries.",
+							&dlock_max_watches,
+							1024, 1, 100000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+}
+
+static Size
+entries_size(void)
+{
+	return mul_size(dlock_max_watches, sizeof(WatchEntry));
+}
+
+/* shmem_request_hook (dlock.c) */
+void
+dlock_watch_shmem_request(void)
+{
+	RequestAddinShmemSpace(add_size(sizeof(WatchRegistry), entries_size()));
+	RequestNamedLWLockTranche(DLOCK_WATCH_TRANCHE, 1);
+	dlock_watch_join_shmem_request();
+	dlock_watch_worker_shmem_request();
+}
+
+/* shmem_startup_hook (dlock.c), under AddinShmemInitLock */
+void
+dlock_watch_shmem_startup(void)
+{
+	bool		found;
+
+	reg = ShmemInitStruct("dlock watch registry", sizeof(WatchRegistry), &found);
+	entries = ShmemInitStruct("dlock watch entries", entries_size(), &found);
+	if (!found)
+	{
+		memset(entries, 0, entries_size());
+		for (int i = 0; i < dlock_max_watches; i++)
+			pg_atomic_init_u64(&entries[i].expired_token, 0);
+		reg->lock = &(GetNamedLWLockTranche(DLOCK_WATCH_TRANCHE))->lock;
+		pg_atomic_init_u32(&reg->nentries, 0);
+		reg->next_generation = 0;
+		reg->max_entries = dlock_max_watches;
+	}
+	dlock_watch_join_shmem_startup();
+	dlock_watch_worker_shmem_startup();
+}

@@ -1,0 +1,413 @@
+/*-------------------------------------------------------------------------
+ *
+ * watch_notify.c
+ *		What a transaction did to leases, sent at its commit as
+ *		notifications to the sessions that watch those keys and may see
+ *		them.
+ *
+ * The lease code reports each change as it writes it (a grant, with the
+ * expiry of the lease it replaced if it took one over; a release; an
+ * expiry the worker found); the change is kept, with its subtransaction,
+ * until the transaction ends.  A rolled-back subtransaction's changes go
+ * with it.  At pre-commit (after the hand-over's own pre-commit, which may
+ * turn a grant back into a plain release: dlock_watch_grant_withdrawn),
+ * each change is looked up in the registry (watch.c) and sent with
+ * PostgreSQL's Async_Notify to the channel of every watcher whose role may
+ * see the lease: superusers, members of pg_read_all_stats, and roles with
+ * the privileges of the lease's owner (the rule of the dlock_locks view).
+ * PostgreSQL delivers them when the transaction commits, and never when it
+ * rolls back.  An expiry is sent to a watcher once: the watcher's entry
+ * remembers the last token whose expiry it was sent (claimed at pre-commit,
+ * given back if the transaction rolls back), whoever notices it, the
+ * worker or the acquire that takes the lease over.
+ *
+ * A transaction that is prepared (PREPARE TRANSACTION) sends nothing: its
+ * changes are dropped at PREPARE, since PostgreSQL cannot keep a NOTIFY
+ * across it (and COMMIT PREPARED runs where the changes are not known).
+ *
+ * The payload is JSON: {"key", "event" (granted, released or expired),
+ * "cause" (for a grant: acquire, handover or takeover), "holder",
+ * "token", "expires_at", "at" (when it happened)}, with times in UTC.  A
+ * notification payload must stay under 8000 bytes (with the default block
+ * size): keys of 1024 bytes and holders of 256 bytes fit even when every
+ * byte is escaped; with smaller blocks, holder and then key are left out
+ * of a payload that would not fit.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+#include "keylock.h"
+#include "watch.h"
+
+/* PostgreSQL's own limit (commands/async.c) */
+#define NOTIFY_PAYLOAD_LIMIT	(BLCKSZ - NAMEDATALEN - 128)
+
+/* one change of this transaction */
+typedef struct WatchEvent
+{
+	DlockWatchKind kind;
+	DlockWatchCause cause;
+	SubTransactionId subid;
+	bool		withdrawn;		/* a hand-over that did not happen */
+	text	   *key;
+	text	   *holder;
+	Oid			owner;
+	int64		token;
+	TimestampTz expires_at;
+	TimestampTz at;
+} WatchEvent;
+
+/* an expiry claimed for a watcher at pre-commit */
+typedef struct ExpiryClaim
+{
+	DlockWatcher w;
+	int64		token;
+	int64		previous;
+} ExpiryClaim;
+
+/* in TopTransactionContext */
+static List *events = NIL;
+static List *claims = NIL;
+static bool granted_watched = false;	/* a watched key got a new lease */
+
+static const char *const kind_names[] = {"granted", "released", "expired"};
+static const char *const cause_names[] = {NULL, "acquire", "handover", "takeover"};
+
+/*
+ * May role see (and so be told about) a lease owned by owner?  The rule of
+ * the views (views_sql.c, role_sees): keep the two alike.
+ */
+bool
+dlock_watch_role_sees(Oid role, Oid owner)
+{
+	return superuser_arg(role) ||
+		has_privs_of_role(role, ROLE_PG_READ_ALL_STATS) ||
+		(OidIsValid(owner) && has_privs_of_role(role, owner));
+}
+
+static void
+record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
+	   Oid owner, int64 token, TimestampTz expires_at)
+{
+	MemoryContext old;
+	WatchEvent *ev;
+
+	/* without shared memory nobody can watch */
+	if (!dlock_watch_available())
+		return;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	ev = palloc(sizeof(WatchEvent));
+	ev->kind = kind;
+	ev->cause = cause;
+	ev->subid = GetCurrentSubTransactionId();
+	ev->withdrawn = false;
+	ev->key = DatumGetTextPCopy(PointerGetDatum(key));
+	ev->holder = holder ? DatumGetTextPCopy(PointerGetDatum(holder)) : NULL;
+	ev->owner = owner;
+	ev->token = token;
+	ev->expires_at = expires_at;
+	ev->at = GetCurrentTimestamp();
+	events = lappend(events, ev);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A new grant of key (to holder, as owner, with token until expires_at).
+ * old is the row it replaced: a lease still held there had run out, and
+ * its expiry is reported first (a takeover).  handover: a release granted
+ * it to its head waiter.
+ */
+void
+dlock_watch_granted(text *key, const DlockLease *old, text *holder, Oid owner,
+					int64 token, TimestampTz expires_at, bool handover)
+{
+	DlockWatchCause cause = handover ? DLOCK_CAUSE_HANDOVER : DLOCK_CAUSE_ACQUIRE;
+
+	if (old != NULL && old->held)
+	{
+		dlock_watch_expired(key, old);
+		cause = DLOCK_CAUSE_TAKEOVER;
+	}
+	record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token, expires_at);
+}
+
+/* key's live lease *old was freed (or handed over: a grant follows) */
+void
+dlock_watch_released(text *key, const DlockLease *old)
+{
+	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, old->holder,
+		   old->owner, old->token, old->expires_at);
+}
+
+/* key's lease *l has run out */
+void
+dlock_watch_expired(text *key, const DlockLease *l)
+{
+	record(DLOCK_WATCH_EXPIRED, DLOCK_CAUSE_NONE, key, l->holder, l->owner,
+		   l->token, l->expires_at);
+}
+
+/* the hand-over of key with token did not happen: the key was freed */
+void
+dlock_watch_grant_withdrawn(text *key, int64 token)
+{
+	ListCell   *lc;
+
+	foreach(lc, events)
+	{
+		WatchEvent *ev = lfirst(lc);
+
+		if (ev->kind == DLOCK_WATCH_GRANTED && ev->token == token &&
+			VARSIZE_ANY_EXHDR(ev->key) == VARSIZE_ANY_EXHDR(key) &&
+			memcmp(VARDATA_ANY(ev->key), VARDATA_ANY(key),
+				   VARSIZE_ANY_EXHDR(key)) == 0)
+			ev->withdrawn = true;
+	}
+}
+
+/* ---- the payload ---- */
+
+static void
+append_time(StringInfo buf, TimestampTz t)
+{
+	char		s[MAXDATELEN + 1];
+	const int	utc = 0;
+
+	appendStringInfoChar(buf, '"');
+	appendStringInfoString(buf, JsonEncodeDateTime(s, TimestampTzGetDatum(t),
+												   TIMESTAMPTZOID, &utc));
+	appendStringInfoChar(buf, '"');
+}
+
+static void
+append_text(StringInfo buf, text *t, bool keep)
+{
+	if (t == NULL || !keep)
+		appendStringInfoString(buf, "null");
+	else
+		escape_json(buf, text_to_cstring(t));
+}
+
+static char *
+build_payload(const WatchEvent *ev, bool with_holder, bool with_key)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"key\":");
+	append_text(&buf, ev->key, with_key);
+	appendStringInfo(&buf, ",\"event\":\"%s\"", kind_names[ev->kind]);
+	if (cause_names[ev->cause] != NULL)
+		appendStringInfo(&buf, ",\"cause\":\"%s\"", cause_names[ev->cause]);
+	appendStringInfoString(&buf, ",\"holder\":");
+	append_text(&buf, ev->holder, with_holder);
+	appendStringInfo(&buf, ",\"token\":" INT64_FORMAT ",\"expires_at\":",
+					 ev->token);
+	append_time(&buf, ev->expires_at);
+	appendStringInfoString(&buf, ",\"at\":");
+	append_time(&buf, ev->at);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* the payload of ev, made to fit PostgreSQL's limit */
+static char *
+payload(const WatchEvent *ev)
+{
+	char	   *p = build_payload(ev, true, true);
+
+	if (strlen(p) >= NOTIFY_PAYLOAD_LIMIT)
+		p = build_payload(ev, false, true);
+	if (strlen(p) >= NOTIFY_PAYLOAD_LIMIT)
+		p = build_payload(ev, false, false);
+	return p;
+}
+
+/* ---- sending at pre-commit ---- */
+
+static bool
+same_key(text *a, text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+/*
+ * Say which key (or that several) this transaction changed, for the
+ * watchers that join while it commits (watch.c, "Transactions").
+ */
+static void
+publish(void)
+{
+	TransactionId xid = GetTopTransactionIdIfAny();
+	WatchEvent *first = linitial(events);
+	bool		many = false;
+	ListCell   *lc;
+
+	/* the worker's expiries change nothing: no transaction id */
+	if (!TransactionIdIsValid(xid))
+		return;
+	foreach(lc, events)
+		many |= !same_key(first->key, ((WatchEvent *) lfirst(lc))->key);
+	dlock_watch_publish_commit(xid,
+							   dlock_key_for_text(DLOCK_CLASS_LEASE,
+												  VARDATA_ANY(first->key),
+												  VARSIZE_ANY_EXHDR(first->key)).hash,
+							   many);
+}
+
+/* send ev to its watchers that may see it */
+static void
+send_event(const WatchEvent *ev)
+{
+	DlockWatcher *w;
+	int			n = dlock_watch_find(MyDatabaseId, VARDATA_ANY(ev->key),
+									 VARSIZE_ANY_EXHDR(ev->key), &w);
+	char	   *p = NULL;
+
+	if (n > 0 && ev->kind == DLOCK_WATCH_GRANTED)
+		granted_watched = true;
+	for (int i = 0; i < n; i++)
+	{
+		if (ev->kind == DLOCK_WATCH_EXPIRED)
+		{
+			int64		previous;
+			MemoryContext old;
+			ExpiryClaim *c;
+
+			if (!dlock_watch_claim_expiry(&w[i], ev->token, &previous))
+				continue;		/* sent already, by whoever noticed it */
+			old = MemoryContextSwitchTo(TopTransactionContext);
+			c = palloc(sizeof(ExpiryClaim));
+			c->w = w[i];
+			c->token = ev->token;
+			c->previous = previous;
+			claims = lappend(claims, c);
+			MemoryContextSwitchTo(old);
+		}
+		if (!dlock_watch_role_sees(w[i].role, ev->owner))
+			continue;
+		if (p == NULL)
+			p = payload(ev);
+		Async_Notify(w[i].channel, p);
+	}
+}
+
+static void
+send_pending(void)
+{
+	ListCell   *lc;
+
+	publish();
+	if (!dlock_watch_any())
+		return;
+	foreach(lc, events)
+	{
+		WatchEvent *ev = lfirst(lc);
+
+		if (!ev->withdrawn)
+			send_event(ev);
+	}
+}
+
+/* ---- transaction ends ---- */
+
+static void
+forget_all(void)
+{
+	/* the memory goes with TopTransactionContext */
+	events = NIL;
+	claims = NIL;
+	granted_watched = false;
+}
+
+static void
+watch_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (events != NIL)
+				send_pending();
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			dlock_watch_ops_prepare();
+			forget_all();
+			break;
+		case XACT_EVENT_COMMIT:
+			dlock_watch_clear_commit();
+			/* the worker learns the new expiry */
+			if (granted_watched)
+				dlock_watch_poke_worker(MyDatabaseId);
+			dlock_watch_ops_end(true, true, InvalidSubTransactionId,
+								InvalidSubTransactionId);
+			forget_all();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			dlock_watch_clear_commit();
+			foreach(lc, claims)
+			{
+				ExpiryClaim *c = lfirst(lc);
+
+				dlock_watch_unclaim_expiry(&c->w, c->token, c->previous);
+			}
+			dlock_watch_ops_end(false, true, InvalidSubTransactionId,
+								InvalidSubTransactionId);
+			forget_all();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+watch_subxact_callback(SubXactEvent event, SubTransactionId subid,
+					   SubTransactionId parent, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+	foreach(lc, events)
+	{
+		WatchEvent *ev = lfirst(lc);
+
+		if (ev->subid != subid)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			ev->subid = parent;
+		else
+			events = foreach_delete_current(events, lc);
+	}
+	dlock_watch_ops_end(event == SUBXACT_EVENT_COMMIT_SUB, false, subid, parent);
+}
+
+/*
+ * Called from _PG_init, before the other parts of dlock register theirs:
+ * PostgreSQL calls the callback registered last first, so this one runs
+ * after the hand-over's pre-commit (handover.c).
+ */
+void
+dlock_watch_notify_init(void)
+{
+	RegisterXactCallback(watch_xact_callback, NULL);
+	RegisterSubXactCallback(watch_subxact_callback, NULL);
+}
