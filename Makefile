@@ -16,6 +16,9 @@ OBJS = \
 	src/keys.o \
 	src/lease.o \
 	src/handover.o \
+	src/abandon.o \
+	src/worker.o \
+	src/client.o \
 	src/lease_store.o \
 	src/store.o \
 	src/lease_sql.o \

@@ -10,8 +10,10 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "abandon.h"
 #include "compat.h"
 #include "dlock.h"
 #include "keylock.h"
@@ -44,6 +46,18 @@ count_grant(DlockAcquireResult r, bool waited)
 	}
 }
 
+/* a grant handed over to this waiter that it will never return */
+static void
+abandon_grant(text *key, text *holder, Oid role, const DlockGrant *g)
+{
+	char		k[DLOCK_MAX_KEY_BYTES + 1];
+	char		h[DLOCK_MAX_HOLDER_BYTES + 1];
+
+	text_to_cstring_buffer(key, k, sizeof(k));
+	text_to_cstring_buffer(holder, h, sizeof(h));
+	dlock_abandon(k, h, role, g->token, g->expires_at);
+}
+
 /*
  * Wait in the key's queue until the key is taken, or granted to this
  * waiter by a release, or wait runs out.
@@ -55,6 +69,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 	TimestampTz expires_at = 0;
 	DlockAcquireResult r = DLOCK_ACQ_BUSY;
 	DlockGrant	g;
+	Oid			role = GetUserId();
 	bool		woken = false;
 	bool		granted;
 
@@ -100,15 +115,20 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 	}
 	PG_CATCH();
 	{
-		(void) dlock_wait_leave(&g);
+		/* granted, but this statement fails: nobody will see the token */
+		if (dlock_wait_leave(&g, false))
+			abandon_grant(key, holder, role, &g);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	/* an offer still pending at the deadline is withdrawn, or taken */
-	granted = dlock_wait_leave(&g);
+	granted = dlock_wait_leave(&g, true);
 	if (granted && !DLOCK_ACQ_OK(r))
 	{
+		/* the grant is this waiter's only if its transaction commits */
+		dlock_abandon_unless_committed(key, holder, role, g.token,
+									   g.expires_at);
 		dlock_wait_grant_durable(&g);
 		*token = g.token;
 		r = DLOCK_ACQ_GRANTED;
@@ -134,6 +154,8 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	if (DLOCK_ACQ_OK(r))
 	{
 		count_grant(r, false);
+		if (r != DLOCK_ACQ_EXTENDED)
+			dlock_xact_note_new_token();
 		return true;
 	}
 	dlock_count(DLOCK_STAT_CONTENDED, 1);
@@ -150,6 +172,8 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	if (DLOCK_ACQ_OK(r))
 	{
 		count_grant(r, true);
+		if (r != DLOCK_ACQ_EXTENDED)
+			dlock_xact_note_new_token();
 		return true;
 	}
 	dlock_count(DLOCK_STAT_WAIT_TIMEOUTS, 1);

@@ -6,7 +6,8 @@
  *
  * Each part of dlock that keeps something in shared memory declares,
  * sizes and initialises it itself (the wait queue in wait.c, the counters
- * in stats.c, the claims' give-back count in claim_plan.c); the hooks here
+ * in stats.c, the claims' give-back count in claim_plan.c, the abandoned
+ * hand-over grants in abandon.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
  * of being woken, and dlock_stats and dlock_waiters are empty.
@@ -21,6 +22,7 @@
 #include "storage/lwlock.h"
 #include "utils/guc.h"
 
+#include "abandon.h"
 #include "claim.h"
 #include "dlock.h"
 #include "stats.h"
@@ -48,6 +50,7 @@ dlock_shmem_request(void)
 	dlock_wait_shmem_request();
 	dlock_stats_shmem_request();
 	dlock_claim_plan_shmem_request();
+	dlock_abandon_shmem_request();
 }
 
 static void
@@ -59,6 +62,7 @@ dlock_shmem_startup(void)
 	dlock_wait_shmem_startup();
 	dlock_stats_shmem_startup();
 	dlock_claim_plan_shmem_startup();
+	dlock_abandon_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

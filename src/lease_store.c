@@ -31,12 +31,14 @@
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 
+#include "abandon.h"
 #include "compat.h"
 #include "dlock.h"
 #include "keys.h"
@@ -76,10 +78,11 @@ dlock_lease_store_open(DlockStore *s)
 
 /*
  * Read key's row at the latest committed state (and this transaction's
- * own changes) into *l; l->found is false when there is none.
+ * own changes) into *l, as it is stored; l->found is false when there is
+ * none.  Only the worker that frees abandoned grants reads rows so.
  */
 void
-dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
+dlock_lease_store_fetch_raw(DlockStore *s, text *key, DlockLease *l)
 {
 	ScanKeyData skey;
 	TupleTableSlot *slot = s->slot;
@@ -102,6 +105,22 @@ dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
 	l->ttl_us = DatumGetInt64(slot->tts_values[Anum_lease_ttl_us - 1]);
 	l->acquired_at = DatumGetTimestampTz(slot->tts_values[Anum_lease_acquired_at - 1]);
 	l->expires_at = DatumGetTimestampTz(slot->tts_values[Anum_lease_expires_at - 1]);
+}
+
+/*
+ * Read key's row as dlock_lease_store_fetch_raw does; a hand-over grant
+ * that its waiter abandoned (abandon.c) reads as a free key.
+ */
+void
+dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
+{
+	dlock_lease_store_fetch_raw(s, key, l);
+	if (l->held && dlock_abandoned(l->token))
+	{
+		l->held = false;
+		l->holder = NULL;
+		l->owner = InvalidOid;
+	}
 }
 
 static HeapTuple
@@ -322,20 +341,35 @@ dlock_lease_store_delete_idle(text *key, TimestampTz before)
 
 /*
  * The unexpired leases, with the columns of the dlock_locks view, into
- * SPI_tuptable; returns how many.  Column 3 is the owning role.
+ * SPI_tuptable; returns how many.  Column 3 is the owning role.  Abandoned
+ * hand-over grants (abandon.c) are left out: they read as free keys.
  */
 uint64
 dlock_lease_store_read_live(void)
 {
 	static SPIPlanPtr plan = NULL;
+	uint64		n;
+	uint64		kept = 0;
 
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"SELECT key, holder, owner::pg_catalog.regrole, token,"
-										"       acquired_at, expires_at"
-										"  FROM " DLOCK_SCHEMA ".lease"
-										" WHERE holder IS NOT NULL"
-										"   AND expires_at OPERATOR(pg_catalog.>)"
-										" pg_catalog.clock_timestamp()",
-										0, NULL),
-						 NULL, NULL, 0, SPI_OK_SELECT);
+	n = dlock_spi_run(dlock_spi_plan(&plan,
+									 "SELECT key, holder, owner::pg_catalog.regrole, token,"
+									 "       acquired_at, expires_at"
+									 "  FROM " DLOCK_SCHEMA ".lease"
+									 " WHERE holder IS NOT NULL"
+									 "   AND expires_at OPERATOR(pg_catalog.>)"
+									 " pg_catalog.clock_timestamp()",
+									 0, NULL),
+					  NULL, NULL, 0, SPI_OK_SELECT);
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		Datum		token = SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull);
+
+		CHECK_FOR_INTERRUPTS();
+		if (!isnull && dlock_abandoned(DatumGetInt64(token)))
+			continue;
+		SPI_tuptable->vals[kept++] = tup;
+	}
+	return kept;
 }

@@ -30,6 +30,8 @@ typedef struct DlockLease
 /* dlock.lease, opened for one call (store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
+extern void dlock_lease_store_fetch_raw(DlockStore *s, text *key,
+										DlockLease *l);
 extern void dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,
 									Oid role, int64 token, int64 ttl_us,

@@ -26,6 +26,11 @@
  * written WAL after the last release (XactLastRecEnd is unchanged at
  * commit).  Anything else commits as the user configured it.
  *
+ * Clients that went away.  A transaction that issued a new token checks at
+ * pre-commit that its client is still connected; if not, the backend ends
+ * (as PostgreSQL ends one that finds its client gone) and the grant rolls
+ * back, instead of staying held by nobody until its ttl runs out.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -39,6 +44,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
+#include "client.h"
 #include "dlock.h"
 #include "keylock.h"
 #include "wait.h"
@@ -46,6 +52,9 @@
 
 /* keys this transaction locked for writing: their waiters wake at its end */
 static List *touched_keys = NIL;
+
+/* this transaction acquired a new token: its client must still be there */
+static bool new_token = false;
 
 /* the asynchronous release state of the current transaction */
 static bool async_candidate = false;
@@ -98,6 +107,21 @@ dlock_xact_note_key(const DlockKeyLock *key)
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * A new token was issued in this transaction (a grant, a takeover, or a
+ * hand-over received).  It commits only while the client that is to
+ * receive it is still connected: a client that went away while its
+ * backend waited or worked would never see the token, and the lease would
+ * stay, held by nobody, until its ttl ran out.
+ */
+void
+dlock_xact_note_new_token(void)
+{
+	ensure_callback();
+	new_token = true;
+}
+
+
 void
 dlock_release_async_begin(void)
 {
@@ -125,6 +149,13 @@ dlock_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			/* a token for a client that is gone: roll back (client.c) */
+			if (new_token)
+			{
+				new_token = false;
+				if (dlock_client_gone())
+					dlock_client_lost();
+			}
 			if (async_pending && XactLastRecEnd == async_lsn)
 				(void) set_config_option("synchronous_commit", "off",
 										 PGC_USERSET, PGC_S_SESSION,
@@ -134,12 +165,14 @@ dlock_xact_callback(XactEvent event, void *arg)
 			/* the key locks go to the prepared transaction */
 			touched_keys = NIL;
 			async_pending = false;
+			new_token = false;
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 			async_candidate = false;
 			async_pending = false;
+			new_token = false;
 			break;
 		default:
 			break;
