@@ -90,6 +90,10 @@ abandoned-rows-kept@src/worker.c@while (dlock_abandoned_take(&a))@while (false &
 releaser-keeps-orphan-grant@src/handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:095_abandoned
 wait-ignores-closed-client@src/wait.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:095_abandoned
 commit-for-gone-client@src/xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:095_abandoned
+release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
+decide-on-row-being-freed@src/lease.c@\t\tif (!TransactionIdIsValid(l->changing))\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
+take-over-row-being-freed@src/lease.c@\tif (TransactionIdIsValid(l.changing))\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
+no-wake-when-many@src/xact.c@\t\tdlock_wait_wake_all_heads();\n\t\twoke = true;@\t\twoke = true;@tap:096_bulk_release
 EOF
 )
 

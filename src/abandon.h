@@ -29,7 +29,7 @@ extern void dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
 										   TimestampTz expires_at);
 extern bool dlock_abandoned(int64 token);
 extern bool dlock_abandoned_take(DlockAbandoned *a);
-extern void dlock_abandoned_done(const DlockAbandoned *a, bool freed);
+extern void dlock_abandoned_done(const DlockAbandoned *a, bool done);
 
 extern void dlock_abandon_shmem_request(void);
 extern void dlock_abandon_shmem_startup(void);

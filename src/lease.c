@@ -34,7 +34,9 @@
 #include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -191,6 +193,13 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 	}
 
 	dlock_lease_store_fetch(&s, key, &l);
+	if (TransactionIdIsValid(l.changing))
+	{
+		/* a bulk release still working: as if it held the key lock */
+		give_back_key(&kl, ExclusiveLock);
+		dlock_store_close(&s);
+		return DLOCK_ACQ_LOCKED;
+	}
 	now = GetCurrentTimestamp();
 	*expires_at = now + ttl_us;
 	if (lease_live(&l, now))
@@ -229,6 +238,29 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 }
 
 /*
+ * Read key's row under its lock (held in mode), once no other transaction
+ * is changing it.  A bulk release gives each key lock back as soon as it
+ * has written (see dlock_lease_release_all), so a row can carry another
+ * transaction's uncommitted update although its key lock is free: that
+ * transaction is waited for, without the key lock (so that it can take
+ * its next keys), as a holder of the key lock would have been.
+ */
+static void
+fetch_settled(DlockStore *s, text *key, const DlockKeyLock *kl,
+			  LOCKMODE mode, DlockLease *l)
+{
+	for (;;)
+	{
+		dlock_lease_store_fetch(s, key, l);
+		if (!TransactionIdIsValid(l->changing))
+			return;
+		dlock_key_unlock(kl, mode);
+		XactLockTableWait(l->changing, s->rel, &l->tid, XLTW_None);
+		dlock_key_lock(kl, mode);
+	}
+}
+
+/*
  * Release, renew and validate share one shape: the key lock, then the
  * decision on the latest row.  When another transaction holds the key
  * lock, a quick read first says "no" without waiting; only the holder
@@ -251,7 +283,7 @@ lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 			return false;
 		dlock_key_lock(&kl, mode);
 	}
-	dlock_lease_store_fetch(s, key, l);
+	fetch_settled(s, key, &kl, mode, l);
 	*now = GetCurrentTimestamp();
 	if (!lease_held_by(l, holder, role, *now, has_token, token))
 	{
@@ -339,37 +371,71 @@ dlock_lease_validate(text *key, text *holder, int64 token)
 	return ok;
 }
 
-/* Free every live lease of this holder and role; returns how many. */
+/*
+ * Free every live lease of this holder and role; returns how many.
+ *
+ * However many: each key is locked, its lease freed (or handed over), and
+ * its lock given back at once, rather than kept to the end of the
+ * transaction as every other write keeps it.  Holding thousands of key
+ * locks would fill the shared lock table (max_locks_per_transaction per
+ * connection) and fail with "out of shared memory".  The freed row keeps
+ * the key taken meanwhile: it carries this transaction's uncommitted
+ * update, which every later reader under the key lock waits for, or
+ * (an acquire) counts as the key being locked (fetch_settled, and
+ * dlock_lease_try_acquire).  The keys are read a chunk at a time, in key
+ * order, so that two of these calls cannot deadlock and memory stays
+ * bounded.
+ */
+#define RELEASE_ALL_CHUNK	1000
+
 int64
 dlock_lease_release_all(text *holder)
 {
 	DlockSpi	spi;
 	DlockStore	s;
-	uint64		n;
-	text	  **keys;
+	MemoryContext chunk_cxt;
+	MemoryContext old;
+	text	   *after = cstring_to_text("");
 	int64		freed = 0;
 
 	dlock_release_async_begin();
 	dlock_spi_begin(&spi);
-	keys = dlock_lease_store_holder_keys(holder, spi.caller, &n);
-
-	/* in key order, so that two release_all calls cannot deadlock */
 	dlock_lease_store_open(&s);
-	for (uint64 i = 0; i < n; i++)
+	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
+									  "dlock_release_all chunk",
+									  ALLOCSET_DEFAULT_SIZES);
+	for (;;)
 	{
-		DlockLease	l;
-		TimestampTz now;
+		uint64		n;
+		text	  **keys;
 
-		CHECK_FOR_INTERRUPTS();
-		if (lock_held_lease(&s, keys[i], holder, spi.caller, false, 0,
-							ExclusiveLock, &l, &now))
+		old = MemoryContextSwitchTo(chunk_cxt);
+		keys = dlock_lease_store_holder_keys(holder, spi.caller, after,
+											 RELEASE_ALL_CHUNK, &n);
+		for (uint64 i = 0; i < n; i++)
 		{
-			DlockKeyLock kl = lease_keylock(keys[i]);
+			DlockLease	l;
+			TimestampTz now;
 
-			dlock_lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
-			freed++;
+			CHECK_FOR_INTERRUPTS();
+			if (lock_held_lease(&s, keys[i], holder, spi.caller, false, 0,
+								ExclusiveLock, &l, &now))
+			{
+				DlockKeyLock kl = lease_keylock(keys[i]);
+
+				dlock_lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
+				/* the uncommitted row keeps the key: see above */
+				dlock_key_unlock(&kl, ExclusiveLock);
+				freed++;
+			}
 		}
+		MemoryContextSwitchTo(old);
+		if (n < RELEASE_ALL_CHUNK)
+			break;
+		after = DatumGetTextPCopy(PointerGetDatum(keys[n - 1]));
+		MemoryContextReset(chunk_cxt);
 	}
+	MemoryContextDelete(chunk_cxt);
 	dlock_store_close(&s);
 	dlock_spi_end(&spi);
 	if (freed > 0)
@@ -393,7 +459,15 @@ dlock_lease_free_abandoned(text *key, text *holder, Oid owner, int64 token)
 
 	dlock_lease_store_open(&s);
 	dlock_key_lock(&kl, ExclusiveLock);
-	dlock_lease_store_fetch_raw(&s, key, &l);
+	for (;;)
+	{
+		dlock_lease_store_fetch_raw(&s, key, &l);
+		if (!TransactionIdIsValid(l.changing))
+			break;
+		dlock_key_unlock(&kl, ExclusiveLock);
+		XactLockTableWait(l.changing, s.rel, &l.tid, XLTW_None);
+		dlock_key_lock(&kl, ExclusiveLock);
+	}
 	ok = l.held && l.token == token && lease_is_ours(&l, holder, owner);
 	if (ok)
 		dlock_lease_free_or_hand_over(&s, key, &l, GetCurrentTimestamp(), &kl);
@@ -415,7 +489,7 @@ dlock_lease_force_release(text *key)
 
 	dlock_lease_store_open(&s);
 	dlock_key_lock(&kl, ExclusiveLock);
-	dlock_lease_store_fetch(&s, key, &l);
+	fetch_settled(&s, key, &kl, ExclusiveLock, &l);
 	now = GetCurrentTimestamp();
 	ok = lease_live(&l, now);
 	if (ok)

@@ -26,13 +26,16 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "executor/tuptable.h"
 #include "storage/bufmgr.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/fmgroids.h"
@@ -77,22 +80,63 @@ dlock_lease_store_open(DlockStore *s)
 }
 
 /*
+ * Who is changing the row version just fetched (in s->slot), if anyone
+ * else: the transaction, still in progress, that updated it without
+ * keeping the key's lock to its end (dlock_lease_release_all gives each
+ * key lock back once it has written: lease.c).  A delete in progress (a
+ * sweep: lease_store_delete_idle) does not count: the row it deletes is
+ * idle, and a decision taken on it stays right when it is gone; a write
+ * then waits for the sweep (dlock_lease_store_write).  *stale: the change
+ * committed after the snapshot the row was read with; read it again.
+ */
+static TransactionId
+row_changed_by(DlockStore *s, bool *stale)
+{
+	HeapTuple	tup = ExecFetchSlotHeapTuple(s->slot, false, NULL);
+	HeapTupleHeader h = tup->t_data;
+	TransactionId xmax;
+
+	*stale = false;
+	if ((h->t_infomask & HEAP_XMAX_INVALID) ||
+		HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask))
+		return InvalidTransactionId;
+	xmax = HeapTupleHeaderGetUpdateXid(h);
+	if (!TransactionIdIsValid(xmax) || TransactionIdIsCurrentTransactionId(xmax))
+		return InvalidTransactionId;
+	if (TransactionIdIsInProgress(xmax))
+		return ItemPointerEquals(&tup->t_self, &h->t_ctid) ?
+			InvalidTransactionId : xmax;
+	*stale = TransactionIdDidCommit(xmax);
+	return InvalidTransactionId;
+}
+
+/*
  * Read key's row at the latest committed state (and this transaction's
  * own changes) into *l, as it is stored; l->found is false when there is
- * none.  Only the worker that frees abandoned grants reads rows so.
+ * none.  l->changing is set when another transaction in progress is
+ * changing that row (see row_changed_by).  Only the worker that frees
+ * abandoned grants reads rows so; everyone else dlock_lease_store_fetch.
  */
 void
 dlock_lease_store_fetch_raw(DlockStore *s, text *key, DlockLease *l)
 {
 	ScanKeyData skey;
 	TupleTableSlot *slot = s->slot;
+	bool		stale;
 
 	memset(l, 0, sizeof(*l));
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   s->idx->rd_indcollation[0], F_TEXTEQ,
 						   PointerGetDatum(key));
-	if (!dlock_store_fetch(s, &skey, 1))
-		return;
+	for (;;)
+	{
+		if (!dlock_store_fetch(s, &skey, 1))
+			return;
+		l->changing = row_changed_by(s, &stale);
+		if (!stale)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
 	l->found = true;
 	l->tid = slot->tts_tid;
 	if (!slot->tts_isnull[Anum_lease_holder - 1])
@@ -238,23 +282,34 @@ dlock_lease_store_free(DlockStore *s, text *key, const DlockLease *old,
 
 /* ---- sweeps over many rows, as SQL (between dlock_spi_begin and _end) ---- */
 
-/* The keys of holder's leases taken as role owner, in key order. */
+/*
+ * The keys of holder's leases taken as role owner, in key order: the
+ * first limit of them above after ('' for the first ones), copied into
+ * the current memory context.
+ */
 text	  **
-dlock_lease_store_holder_keys(text *holder, Oid owner, uint64 *n)
+dlock_lease_store_holder_keys(text *holder, Oid owner, text *after,
+							  int limit, uint64 *n)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
+	Oid			types[4] = {TEXTOID, OIDOID, TEXTOID, INT4OID};
+	Datum		values[4];
+	text	  **keys;
 
 	values[0] = PointerGetDatum(holder);
 	values[1] = ObjectIdGetDatum(owner);
+	values[2] = PointerGetDatum(after);
+	values[3] = Int32GetDatum(limit);
 	*n = dlock_spi_run(dlock_spi_plan(&plan,
 									  "SELECT key FROM " DLOCK_SCHEMA ".lease"
 									  " WHERE holder" EQ "$1 AND owner" EQ "$2"
-									  " ORDER BY key",
-									  2, types),
+									  "   AND key OPERATOR(pg_catalog.>) $3"
+									  " ORDER BY key LIMIT $4",
+									  4, types),
 					   values, NULL, 0, SPI_OK_SELECT);
-	return dlock_copy_key_column(*n);
+	keys = dlock_copy_key_column(*n);
+	SPI_freetuptable(SPI_tuptable);
+	return keys;
 }
 
 /*

@@ -25,6 +25,9 @@ typedef struct DlockLease
 	TimestampTz acquired_at;
 	TimestampTz expires_at;
 	ItemPointerData tid;		/* the row version read */
+	TransactionId changing;		/* another transaction in progress that
+								 * updated that version (a bulk release: see
+								 * lease.c), or InvalidTransactionId */
 } DlockLease;
 
 /* dlock.lease, opened for one call (store.h) */
@@ -42,6 +45,7 @@ extern void dlock_lease_store_extend(DlockStore *s, text *key,
 extern void dlock_lease_store_free(DlockStore *s, text *key,
 								   const DlockLease *old, TimestampTz now);
 extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
+											text *after, int limit,
 											uint64 *n);
 extern text **dlock_lease_store_idle_keys(TimestampTz before, int limit,
 										  bool whole_table, uint64 *n);

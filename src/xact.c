@@ -50,8 +50,15 @@
 #include "wait.h"
 #include "xact.h"
 
-/* keys this transaction locked for writing: their waiters wake at its end */
+/*
+ * keys this transaction locked for writing: their waiters wake at its end.
+ * Past MAX_NOTED_KEYS of them (a dlock_release_all of many leases), the
+ * head of every queue in the database is woken instead (touched_many).
+ */
+#define MAX_NOTED_KEYS	1024
+
 static List *touched_keys = NIL;
+static bool touched_many = false;
 
 /* this transaction acquired a new token: its client must still be there */
 static bool new_token = false;
@@ -100,6 +107,11 @@ dlock_xact_note_key(const DlockKeyLock *key)
 	uint64	   *h;
 
 	ensure_callback();
+	if (touched_many || list_length(touched_keys) >= MAX_NOTED_KEYS)
+	{
+		touched_many = true;
+		return;
+	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	h = palloc(sizeof(uint64));
 	*h = key->hash;
@@ -164,6 +176,7 @@ dlock_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_PREPARE:
 			/* the key locks go to the prepared transaction */
 			touched_keys = NIL;
+			touched_many = false;
 			async_pending = false;
 			new_token = false;
 			break;
@@ -191,15 +204,24 @@ dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
 	ListCell   *lc;
 	bool		woke = false;
 
-	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || touched_keys == NIL)
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS ||
+		(touched_keys == NIL && !touched_many))
 		return;
 	/* a subtransaction's commit passes its locks on to its parent */
 	if (!isTopLevel && isCommit)
 		return;
 	foreach(lc, touched_keys)
 		woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));
+	if (touched_many)
+	{
+		dlock_wait_wake_all_heads();
+		woke = true;
+	}
 	if (isTopLevel)
+	{
 		touched_keys = NIL;		/* memory goes with TopTransactionContext */
+		touched_many = false;
+	}
 	if (woke)
 		dlock_wait_yield();
 }
