@@ -19,6 +19,7 @@ OBJS = \
 	src/abandon.o \
 	src/worker.o \
 	src/client.o \
+	src/sweep.o \
 	src/lease_store.o \
 	src/store.o \
 	src/lease_sql.o \

@@ -70,11 +70,11 @@ hints-outlive-savepoint@src/claim_plan.c@\tif (event != SUBXACT_EVENT_ABORT_SUB)
 views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, spi.caller, dlock_lease_store_read_live(), 3, 0);@emit_visible(fcinfo, spi.caller, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0);@isolation:views_latest
 views-claims-own-snapshot@src/views_sql.c@emit_visible(fcinfo, spi.caller, dlock_claim_store_read_live(), 4, 1);@emit_visible(fcinfo, spi.caller, (SPI_execute("SELECT relid::regclass, key, holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1);@isolation:views_latest
 no-waiters-shown@src/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
-cleanup-deletes-live-leases@src/lease.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
+cleanup-deletes-live-leases@src/sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
 cleanup-deletes-live-claims@src/claim_manage.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
 cleanup-deletes-poisoned@src/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
 cleanup-deletes-poisoned@src/claim_store_spi.c@"         AND poisoned_at IS NULL)"@"         AND true)"@regress:promises regress:idle_sweep
-no-lease-sweep@src/lease.c@\t\tmaybe_cleanup();@\t\t(void) 0;@regress:idle_sweep
+no-lease-sweep@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
 no-claim-sweep@src/claim.c@\t\tdlock_claim_maybe_cleanup();@\t\t(void) 0;@regress:idle_sweep
 no-claim-schema-check@src/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
@@ -94,6 +94,9 @@ release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveL
 decide-on-row-being-freed@src/lease.c@\t\tif (!TransactionIdIsValid(l->changing))\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
 take-over-row-being-freed@src/lease.c@\tif (TransactionIdIsValid(l.changing))\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
 no-wake-when-many@src/xact.c@\t\tdlock_wait_wake_all_heads();\n\t\twoke = true;@\t\twoke = true;@tap:096_bulk_release
+sweep-at-once@src/sweep.c@\tsweep_pending = true;\n}@\tsweep_now();\n}@isolation:sweep_no_block
+cleanup-in-callers-transaction@src/worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_cleanup(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
+write-over-swept-row-fails@src/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
 EOF
 )
 

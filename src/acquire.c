@@ -10,7 +10,6 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "abandon.h"
@@ -44,18 +43,6 @@ count_grant(DlockAcquireResult r, bool waited)
 		if (waited)
 			dlock_count(DLOCK_STAT_HANDOFFS, 1);
 	}
-}
-
-/* a grant handed over to this waiter that it will never return */
-static void
-abandon_grant(text *key, text *holder, Oid role, const DlockGrant *g)
-{
-	char		k[DLOCK_MAX_KEY_BYTES + 1];
-	char		h[DLOCK_MAX_HOLDER_BYTES + 1];
-
-	text_to_cstring_buffer(key, k, sizeof(k));
-	text_to_cstring_buffer(holder, h, sizeof(h));
-	dlock_abandon(k, h, role, g->token, g->expires_at);
 }
 
 /*
@@ -115,15 +102,14 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 	}
 	PG_CATCH();
 	{
-		/* granted, but this statement fails: nobody will see the token */
-		if (dlock_wait_leave(&g, false))
-			abandon_grant(key, holder, role, &g);
+		/* a grant that came meanwhile is abandoned: nobody sees its token */
+		(void) dlock_wait_leave(&g, true);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	/* an offer still pending at the deadline is withdrawn, or taken */
-	granted = dlock_wait_leave(&g, true);
+	granted = dlock_wait_leave(&g, false);
 	if (granted && !DLOCK_ACQ_OK(r))
 	{
 		/* the grant is this waiter's only if its transaction commits */

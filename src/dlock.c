@@ -34,6 +34,7 @@ PG_MODULE_MAGIC;
 int			dlock_poll_interval_ms = 10;
 int			dlock_safety_wake_ms = 1000;
 int			dlock_debug_queue_delay_ms = 0;
+int			dlock_debug_sweep_every = 1024;
 int			dlock_idle_key_lifetime_s = 3600;
 bool		dlock_handoff_yield = true;
 
@@ -93,6 +94,13 @@ _PG_init(void)
 							&dlock_debug_queue_delay_ms,
 							0, 0, 60 * 1000,
 							PGC_SUSET, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.debug_sweep_every",
+							"Developer option: one grant in this many sweeps idle keys at its commit.",
+							"Only for tests that need a sweep at a given moment.",
+							&dlock_debug_sweep_every,
+							1024, 1, 1000000,
+							PGC_SUSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.idle_key_lifetime",
 							"How long the row of a free or expired key is kept before cleanup deletes it.",

@@ -7,8 +7,8 @@
  * One row per key.  A free key keeps its row (holder NULL) so that steady
  * churn on a fixed set of keys is a chain of HOT updates: only "key" is
  * indexed, and no update touches it.  Rows idle for longer than
- * dlock.idle_key_lifetime are deleted by dlock_lease_cleanup, which
- * acquires also run now and then (see maybe_cleanup).
+ * dlock.idle_key_lifetime are deleted by the sweeps of sweep.c, which
+ * grants also run now and then.
  *
  * Every read and write of dlock.lease goes through lease_store.c.
  *
@@ -31,7 +31,6 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -48,6 +47,7 @@
 #include "spi_access.h"
 #include "stats.h"
 #include "store.h"
+#include "sweep.h"
 #include "token.h"
 #include "wait.h"
 #include "xact.h"
@@ -96,24 +96,6 @@ give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
 {
 	dlock_key_unlock(kl, mode);
 	(void) dlock_wait_wake_key(kl->hash);
-}
-
-/*
- * Now and then, an acquire that wrote anyway deletes a few idle rows, so
- * that keys nobody uses any more do not stay forever.  Random rather than
- * counted, so that short sessions (poolers, pgbench -C) take part too.
- */
-static void
-maybe_cleanup(void)
-{
-	/*
-	 * Only in a transaction of its own: the keys it deletes stay locked until
-	 * commit, which must come at once.
-	 */
-	if (!IsTransactionBlock() &&
-		(pg_prng_uint32(&pg_global_prng_state) & 1023) == 0)
-		(void) dlock_lease_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
-								   64, false);
 }
 
 /*
@@ -232,8 +214,9 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		dlock_xact_note_key(&kl);
 	}
 	dlock_store_close(&s);
+	/* now and then, a grant sweeps idle keys (at its commit: sweep.c) */
 	if (res != DLOCK_ACQ_EXTENDED)
-		maybe_cleanup();
+		dlock_sweep_maybe();
 	return res;
 }
 
@@ -498,49 +481,4 @@ dlock_lease_force_release(text *key)
 		give_back_key(&kl, ExclusiveLock);
 	dlock_store_close(&s);
 	return ok;
-}
-
-/*
- * Delete up to limit rows that have been free or expired for longer than
- * idle_us, in the whole table or in a part of it chosen at random (see
- * dlock_lease_store_idle_keys).  Keys another transaction is working on
- * are skipped.  Must be called between dlock_spi_begin and dlock_spi_end.
- */
-static int64
-lease_cleanup_locked(int64 idle_us, int limit, bool whole_table)
-{
-	TimestampTz before = GetCurrentTimestamp() - idle_us;
-	uint64		n;
-	text	  **keys;
-	int64		deleted = 0;
-
-	keys = dlock_lease_store_idle_keys(before, limit, whole_table, &n);
-	for (uint64 i = 0; i < n; i++)
-	{
-		DlockKeyLock kl = lease_keylock(keys[i]);
-
-		CHECK_FOR_INTERRUPTS();
-		if (!dlock_key_trylock(&kl, ExclusiveLock))
-			continue;
-		if (dlock_lease_store_delete_idle(keys[i], before))
-		{
-			dlock_xact_note_key(&kl);
-			deleted++;
-		}
-		else
-			give_back_key(&kl, ExclusiveLock);
-	}
-	return deleted;
-}
-
-int64
-dlock_lease_cleanup(int64 idle_us, int limit, bool whole_table)
-{
-	DlockSpi	spi;
-	int64		n;
-
-	dlock_spi_begin(&spi);
-	n = lease_cleanup_locked(idle_us, limit, whole_table);
-	dlock_spi_end(&spi);
-	return n;
 }

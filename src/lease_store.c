@@ -210,22 +210,34 @@ index_row(DlockStore *s, HeapTuple tup, bool key_unchanged)
 /*
  * Write key's row with the values in *v: an insert when there is no row
  * (v->found false), else an update of the version at v->tid, which the
- * caller read under the key's lock.  The change is visible to the next
- * read of this transaction.
+ * caller read under the key's lock.  Under that lock, only a sweep can
+ * have touched the row since (it takes no key lock: see
+ * dlock_lease_store_delete_idle), and it deletes idle rows only: the
+ * update waits for the sweep's transaction, and when the row is gone the
+ * key's row is written anew.  The change is visible to the next read of
+ * this transaction.
  */
 static void
 dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 {
 	HeapTuple	tup = form_row(s, key, v);
+	bool		insert = !v->found;
 
 	if (v->found)
 	{
 		ItemPointerData otid = v->tid;
+		TM_FailureData tmfd;
+		TM_Result	r = dlock_heap_update_waiting(s->rel, &otid, tup, &tmfd);
 
-		dlock_simple_heap_update(s->rel, &otid, tup);
-		index_row(s, tup, true);
+		if (r == TM_Deleted)
+			insert = true;
+		else if (r != TM_Ok)
+			elog(ERROR, "dlock: the lease row of a locked key was changed concurrently (%d)",
+				 (int) r);
+		else
+			index_row(s, tup, true);
 	}
-	else
+	if (insert)
 	{
 		simple_heap_insert(s->rel, tup);
 		index_row(s, tup, false);
@@ -313,17 +325,25 @@ dlock_lease_store_holder_keys(text *holder, Oid owner, text *after,
 }
 
 /*
- * Up to limit keys whose rows have been free or expired since before, in
- * the whole table (dlock_cleanup), or else in SWEEP_BLOCKS consecutive
+ * Delete up to limit rows that have been free or expired since before,
+ * in the whole table (dlock_cleanup), or else in SWEEP_BLOCKS consecutive
  * blocks at a random place (a TID range scan), so that the sweep acquires
- * run now and then costs the same however many keys the table has.  Every
- * block is as likely to be in the window as any other.
+ * run now and then costs the same however many keys the table has (every
+ * block is as likely to be in the window as any other); returns how many.
+ *
+ * Without key locks, and without waiting for anybody: one statement locks
+ * the idle rows FOR UPDATE SKIP LOCKED (a row that another transaction is
+ * changing is skipped) and deletes them.  A transaction that reads such a
+ * row under its key lock meanwhile decides on an idle row (free, or
+ * expired long ago), which it still is once gone; its write waits for the
+ * sweep's end and writes the key's row anew (dlock_lease_store_write).
+ * The sweep is therefore run only in transactions that end at once
+ * (sweep.c).
  */
 #define SWEEP_BLOCKS	32
 
-text	  **
-dlock_lease_store_idle_keys(TimestampTz before, int limit, bool whole_table,
-							uint64 *n)
+int64
+dlock_lease_store_delete_idle(TimestampTz before, int limit, bool whole_table)
 {
 	static SPIPlanPtr whole_plan = NULL;
 	static SPIPlanPtr window_plan = NULL;
@@ -344,54 +364,36 @@ dlock_lease_store_idle_keys(TimestampTz before, int limit, bool whole_table,
 		dlock_store_close(&s);
 	}
 	if (whole_table || nblocks <= SWEEP_BLOCKS)
+		return (int64) dlock_spi_run(dlock_spi_plan(&whole_plan,
+													"DELETE FROM " DLOCK_SCHEMA ".lease"
+													" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+													"   SELECT ctid FROM " DLOCK_SCHEMA ".lease"
+													"    WHERE expires_at OPERATOR(pg_catalog.<) $1"
+													"    LIMIT $2 FOR UPDATE SKIP LOCKED))",
+													2, types),
+									 values, NULL, 0, SPI_OK_DELETE);
+
+	/* a window start in [1 - SWEEP_BLOCKS, nblocks - 1], cut to the table */
 	{
-		*n = dlock_spi_run(dlock_spi_plan(&whole_plan,
-										  "SELECT key FROM " DLOCK_SCHEMA ".lease"
-										  " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
-										  2, types),
-						   values, NULL, 0, SPI_OK_SELECT);
-	}
-	else
-	{
-		/* a window start in [1 - SWEEP_BLOCKS, nblocks - 1], cut to the table */
 		int64		start = (int64) pg_prng_uint64_range(&pg_global_prng_state, 0,
 														 nblocks + SWEEP_BLOCKS - 2)
 			- (SWEEP_BLOCKS - 1);
 
 		ItemPointerSet(&from, (BlockNumber) Max(start, 0), 0);
 		ItemPointerSet(&to, (BlockNumber) Min(start + SWEEP_BLOCKS, (int64) nblocks), 0);
-		values[2] = PointerGetDatum(&from);
-		values[3] = PointerGetDatum(&to);
-		*n = dlock_spi_run(dlock_spi_plan(&window_plan,
-										  "SELECT key FROM " DLOCK_SCHEMA ".lease"
-										  " WHERE ctid OPERATOR(pg_catalog.>=) $3"
-										  "   AND ctid OPERATOR(pg_catalog.<) $4"
-										  "   AND expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
-										  4, types),
-						   values, NULL, 0, SPI_OK_SELECT);
 	}
-	return dlock_copy_key_column(*n);
-}
-
-/*
- * Delete key's row if it is still free or expired since before (the
- * caller holds the key's lock); true if it was deleted.
- */
-bool
-dlock_lease_store_delete_idle(text *key, TimestampTz before)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TIMESTAMPTZOID, TEXTOID};
-	Datum		values[2];
-
-	values[0] = TimestampTzGetDatum(before);
-	values[1] = PointerGetDatum(key);
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"DELETE FROM " DLOCK_SCHEMA ".lease"
-										" WHERE expires_at OPERATOR(pg_catalog.<) $1"
-										"   AND key" EQ "$2",
-										2, types),
-						 values, NULL, 0, SPI_OK_DELETE) == 1;
+	values[2] = PointerGetDatum(&from);
+	values[3] = PointerGetDatum(&to);
+	return (int64) dlock_spi_run(dlock_spi_plan(&window_plan,
+												"DELETE FROM " DLOCK_SCHEMA ".lease"
+												" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+												"   SELECT ctid FROM " DLOCK_SCHEMA ".lease"
+												"    WHERE ctid OPERATOR(pg_catalog.>=) $3"
+												"      AND ctid OPERATOR(pg_catalog.<) $4"
+												"      AND expires_at OPERATOR(pg_catalog.<) $1"
+												"    LIMIT $2 FOR UPDATE SKIP LOCKED))",
+												4, types),
+								 values, NULL, 0, SPI_OK_DELETE);
 }
 
 /*

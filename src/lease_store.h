@@ -47,9 +47,8 @@ extern void dlock_lease_store_free(DlockStore *s, text *key,
 extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
 											text *after, int limit,
 											uint64 *n);
-extern text **dlock_lease_store_idle_keys(TimestampTz before, int limit,
-										  bool whole_table, uint64 *n);
-extern bool dlock_lease_store_delete_idle(text *key, TimestampTz before);
+extern int64 dlock_lease_store_delete_idle(TimestampTz before, int limit,
+										   bool whole_table);
 
 
 /* the rows of dlock_locks, into SPI_tuptable (between dlock_spi_begin/_end) */

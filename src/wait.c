@@ -43,10 +43,8 @@
  * its slot gone at pre-commit and frees the key instead.  COMMITTING lasts
  * while the releaser writes its commit record (and waits for synchronous
  * standbys, if it does); a waiter whose wait runs out then waits for the
- * outcome (see wait_for_commit_outcome).  One that leaves because of an
- * error (a cancel, statement_timeout) or its exit does not: the releaser
- * finds it gone at commit and abandons the grant (abandon.c), as does a
- * waiter that leaves with a committed grant it will not return.
+ * outcome, one that leaves on an error or its exit does not (see
+ * dlock_wait_leave; abandon.c).
  *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
@@ -233,28 +231,12 @@ dlock_wait_queue_blocks(uint64 hash)
 	return head >= 0 && head != my_slot;
 }
 
-/*
- * A backend that exits while it waits leaves the queue; a grant committed
- * for it meanwhile is abandoned (abandon.c): nobody will see its token.
- */
 static void
 wait_exit_callback(int code, Datum arg)
 {
-	DlockWaitSlot *s;
 	DlockGrant	g;
-	char		key[DLOCK_MAX_KEY_BYTES + 1];
-	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
-	Oid			owner;
 
-	if (waitq == NULL || my_slot < 0)
-		return;
-	/* this backend's own slot: only it changes these */
-	s = &waitq->slots[my_slot];
-	strlcpy(key, s->key, sizeof(key));
-	strlcpy(holder, s->holder, sizeof(holder));
-	owner = s->owner;
-	if (dlock_wait_leave(&g, false))
-		dlock_abandon(key, holder, owner, g.token, g.expires_at);
+	(void) dlock_wait_leave(&g, true);
 }
 
 /*
@@ -346,31 +328,45 @@ wait_for_commit_outcome(void)
  * waiter becomes head and is woken: the key may be free now.
  *
  * Returns true, with the grant in *g, when a release granted the lease to
- * this waiter and committed: the lease is this waiter's now (a waiter that
- * leaves because of an error abandons it).  An offer not yet committing is
- * withdrawn.  await_outcome: first wait for the outcome of a grant being
- * committed (the wait ran out meanwhile: a grant that commits is still
- * this waiter's).  A waiter leaving because of an error or its exit does
- * not wait (the error may be the cancel of that very wait): the releaser
- * abandons a grant that commits after it left.
+ * this waiter and committed: the lease is this waiter's now.  An offer not
+ * yet committing is withdrawn; one committing is waited for.  for_good: an
+ * error or exit, no token will be returned: no wait (the error may be the
+ * cancel of that wait; the releaser abandons a grant that commits after
+ * the waiter left), and a committed grant is abandoned (abandon.c).
  */
 bool
-dlock_wait_leave(DlockGrant *g, bool await_outcome)
+dlock_wait_leave(DlockGrant *g, bool for_good)
 {
+	DlockWaitSlot *s;
 	uint64		hash;
 	bool		granted;
+	char		key[DLOCK_MAX_KEY_BYTES + 1];
+	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
+	Oid			owner = InvalidOid;
 
 	if (waitq == NULL || my_slot < 0)
 		return false;
-	if (await_outcome)
+	if (!for_good)
 		wait_for_commit_outcome();
 	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
-	hash = waitq->slots[my_slot].key_hash;
+	s = &waitq->slots[my_slot];
+	hash = s->key_hash;
 	granted = take_grant_locked(g);
+	if (granted && for_good)
+	{
+		strlcpy(key, s->key, sizeof(key));
+		strlcpy(holder, s->holder, sizeof(holder));
+		owner = s->owner;
+	}
 	leave_slot_locked();
 	if (!granted)
 		wake_head_locked(hash);
 	LWLockRelease(waitq->lock);
+	if (granted && for_good)
+	{
+		dlock_abandon(key, holder, owner, g->token, g->expires_at);
+		return false;
+	}
 	return granted;
 }
 
@@ -522,9 +518,8 @@ dlock_wait_offer_end(const DlockOffer *o, bool committed, XLogRecPtr lsn)
  * Sleep up to timeout_us, or until woken; true when woken (the latch was
  * set) rather than timed out.  Query cancel, statement_timeout and
  * termination end the sleep at once (their signal handlers set the
- * latch) and are raised here.  So does the client closing its connection
- * (the backend ends, as PostgreSQL ends one that finds its client gone):
- * a waiter whose client has gone must not wait on, and get the key.
+ * latch) and are raised here; so does the client closing its connection
+ * (client.c): a waiter whose client is gone must not get the key.
  */
 bool
 dlock_wait_sleep(int64 timeout_us)

@@ -59,7 +59,7 @@ extern void dlock_wait_yield(void);
 extern bool dlock_wait_queue_blocks(uint64 hash);
 extern void dlock_wait_enqueue(uint64 hash, text *key, text *holder,
 							   int64 ttl_us, bool takes_grant);
-extern bool dlock_wait_leave(DlockGrant *g, bool await_outcome);
+extern bool dlock_wait_leave(DlockGrant *g, bool for_good);
 extern bool dlock_wait_granted(bool *pending);
 extern void dlock_wait_grant_durable(const DlockGrant *g);
 extern bool dlock_wait_offer(uint64 hash, DlockOffer *o);

@@ -14,6 +14,12 @@
  *    is aborting, or the backend exiting), so it starts a worker and goes
  *    on; the worker frees every abandoned grant of its database, one
  *    transaction each.
+ *  - cleanup: dlock_cleanup() deletes idle lease and claim rows through a
+ *    worker and waits for it (request and answer in a dynamic shared
+ *    memory segment).  Its deletes keep writers of those keys waiting
+ *    until they commit (sweep.c), so they are committed at once, whatever
+ *    the calling transaction does next; like VACUUM's, they are not part
+ *    of the caller's transaction.
  *
  * The worker connects as the bootstrap superuser; dlock's own code then
  * runs its queries as the owner of dlock's schema, as in any backend.
@@ -29,29 +35,47 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "abandon.h"
+#include "claim.h"
 #include "lease.h"
+#include "sweep.h"
 #include "worker.h"
 
 typedef enum DlockWorkerTask
 {
-	DLOCK_TASK_UNDO = 1
+	DLOCK_TASK_UNDO = 1,
+	DLOCK_TASK_CLEANUP
 } DlockWorkerTask;
 
 /* what a worker is told, in bgw_extra */
 typedef struct DlockWorkerArgs
 {
 	Oid			dboid;
+	dsm_handle	seg;			/* cleanup: its CleanupRequest */
 } DlockWorkerArgs;
 
+/* what dlock_cleanup() asks of its worker, and the answer */
+typedef struct CleanupRequest
+{
+	int64		idle_us;
+	int			limit;
+	bool		done;			/* the worker did it all */
+	int64		leases;			/* rows deleted */
+	int64		claims;
+	int			sqlerrcode;		/* else its error, if it got one */
+	char		message[256];
+} CleanupRequest;
+
 static bool
-start_worker(DlockWorkerTask task, const char *name,
+start_worker(DlockWorkerTask task, const char *name, dsm_handle seg,
 			 BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker w;
@@ -67,6 +91,7 @@ start_worker(DlockWorkerTask task, const char *name,
 	strlcpy(w.bgw_type, "dlock worker", sizeof(w.bgw_type));
 	w.bgw_main_arg = Int32GetDatum((int32) task);
 	args.dboid = MyDatabaseId;
+	args.seg = seg;
 	memcpy(w.bgw_extra, &args, sizeof(args));
 	w.bgw_notify_pid = handle != NULL ? MyProcPid : 0;
 	return RegisterDynamicBackgroundWorker(&w, handle);
@@ -83,26 +108,89 @@ dlock_worker_start_undo(void)
 {
 	if (!IsUnderPostmaster)
 		return;
-	if (!start_worker(DLOCK_TASK_UNDO, "dlock: free abandoned grants", NULL))
+	if (!start_worker(DLOCK_TASK_UNDO, "dlock: free abandoned grants", 0, NULL))
 		ereport(LOG,
 				(errmsg("dlock could not start a background worker to free abandoned lease grants"),
 				 errhint("The grants read as free keys meanwhile; raise max_worker_processes.")));
+}
+
+/*
+ * dlock_cleanup(): have a worker delete up to limit lease and limit claim
+ * rows idle for longer than idle_us, and wait for it; returns how many it
+ * deleted.  An error of the worker is raised here.
+ */
+int64
+dlock_worker_cleanup(int64 idle_us, int limit)
+{
+	dsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);
+	CleanupRequest *req = dsm_segment_address(seg);
+	BackgroundWorkerHandle *handle;
+	BgwHandleStatus status;
+	int64		n;
+
+	memset(req, 0, sizeof(*req));
+	req->idle_us = idle_us;
+	req->limit = limit;
+	if (!start_worker(DLOCK_TASK_CLEANUP, "dlock: cleanup",
+					  dsm_segment_handle(seg), &handle))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a background worker for dlock_cleanup()"),
+				 errdetail("dlock_cleanup() deletes in a background worker's transactions, never in the caller's."),
+				 errhint("Raise max_worker_processes, or call it again when a background worker slot is free.")));
+	PG_TRY();
+	{
+		status = WaitForBackgroundWorkerShutdown(handle);
+	}
+	PG_CATCH();
+	{
+		/* cancelled: the worker stops too */
+		TerminateBackgroundWorker(handle);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (status == BGWH_POSTMASTER_DIED)
+		ereport(FATAL,
+				(errcode(ERRCODE_ADMIN_SHUTDOWN),
+				 errmsg("postmaster exited during dlock_cleanup()")));
+	if (!req->done)
+		ereport(ERROR,
+				(errcode(req->sqlerrcode != 0 ? req->sqlerrcode : ERRCODE_INTERNAL_ERROR),
+				 errmsg("dlock_cleanup() failed in its background worker: %s",
+						req->message[0] != '\0' ? req->message : "it ended early")));
+	n = req->leases + req->claims;
+	dsm_detach(seg);
+	return n;
+}
+
+/* ---- in the worker ---- */
+
+static void
+begin_work(const char *what)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, what);
+}
+
+static void
+end_work(void)
+{
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
 /* one abandoned grant's row, freed in a transaction of its own */
 static void
 undo_one(const DlockAbandoned *a)
 {
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "dlock: freeing an abandoned grant");
+	begin_work("dlock: freeing an abandoned grant");
 	(void) dlock_lease_free_abandoned(cstring_to_text(a->key),
 									  cstring_to_text(a->holder), a->owner,
 									  a->token);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_activity(STATE_IDLE, NULL);
+	end_work();
 }
 
 /* free the rows of every abandoned grant of this database, then exit */
@@ -129,6 +217,40 @@ undo_all(void)
 	}
 }
 
+/* dlock_cleanup()'s deletes, a transaction for leases and one for claims */
+static void
+cleanup_task(dsm_handle h)
+{
+	dsm_segment *seg = dsm_attach(h);
+	CleanupRequest *req;
+
+	if (seg == NULL)
+		return;					/* the caller gave up already */
+	req = dsm_segment_address(seg);
+	PG_TRY();
+	{
+		begin_work("dlock: deleting idle lease rows");
+		req->leases = dlock_lease_sweep(req->idle_us, req->limit, true);
+		end_work();
+		begin_work("dlock: deleting idle claim rows");
+		req->claims = dlock_claim_cleanup(req->idle_us, req->limit);
+		end_work();
+		req->done = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		req->sqlerrcode = edata->sqlerrcode;
+		strlcpy(req->message, edata->message, sizeof(req->message));
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dsm_detach(seg);
+}
+
 /* entry point of the worker (bgw_function_name) */
 void
 dlock_worker_main(Datum arg)
@@ -144,6 +266,11 @@ dlock_worker_main(Datum arg)
 	switch ((DlockWorkerTask) DatumGetInt32(arg))
 	{
 		case DLOCK_TASK_UNDO:
+			undo_all();
+			break;
+		case DLOCK_TASK_CLEANUP:
+			cleanup_task(args.seg);
+			/* and the rows of grants no earlier worker could free */
 			undo_all();
 			break;
 	}

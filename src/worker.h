@@ -12,6 +12,7 @@
 #include "fmgr.h"
 
 extern void dlock_worker_start_undo(void);
+extern int64 dlock_worker_cleanup(int64 idle_us, int limit);
 
 extern PGDLLEXPORT void dlock_worker_main(Datum arg);
 
