@@ -19,9 +19,9 @@
  *    that the abandoned grant reads as a free key.  The key's head waiter
  *    is woken and takes it, with a new and greater token; without one,
  *    anyone may;
- *  - and for good soon after: a background worker (worker.c) frees the
- *    row, under the key's lock and only if it still holds that very grant
- *    (or hands it over to the key's next waiter), and the entry goes.
+ *  - and for good soon after: a background worker (worker.c) deletes the
+ *    row if it still holds that very grant (without a key lock, as sweeps
+ *    do: sweep.c), and the entry goes.
  *
  * Who abandons a grant: the waiter, when the transaction that received it
  * rolls back (this file keeps the grants a transaction received until it
@@ -57,7 +57,7 @@
 typedef struct AbandonedGrant
 {
 	bool		in_use;
-	bool		taken;			/* a worker is freeing its row */
+	bool		taken;			/* a worker is deleting its row */
 	Oid			dboid;
 	Oid			owner;
 	int64		token;
@@ -94,7 +94,7 @@ static bool callback_registered = false;
 
 /*
  * Abandon a committed hand-over grant: from now on it reads as a free key;
- * the key's head waiter is woken, and a worker frees the row.  Safe in
+ * the key's head waiter is woken, and a worker deletes the row.  Safe in
  * transaction callbacks, also while a transaction aborts or the backend
  * exits: it takes one LWLock and allocates nothing.
  */
@@ -169,7 +169,7 @@ dlock_abandoned(int64 token)
 
 /*
  * For the worker: take the next abandoned grant of this database whose
- * row is to be freed; false when there is none.
+ * row is to be deleted; false when there is none.
  */
 bool
 dlock_abandoned_take(DlockAbandoned *a)
@@ -200,8 +200,9 @@ dlock_abandoned_take(DlockAbandoned *a)
 
 /*
  * For the worker, after its transaction: done (the row no longer holds the
- * grant, freed now or by someone else) forgets the entry; otherwise (an
- * error) it is left for another worker, and reads as free meanwhile.
+ * grant: deleted now, or written over by someone else) forgets the entry;
+ * otherwise (an error) it is left for another worker, and reads as free
+ * meanwhile.
  */
 void
 dlock_abandoned_done(const DlockAbandoned *a, bool done)

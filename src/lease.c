@@ -426,40 +426,6 @@ dlock_lease_release_all(text *holder)
 	return freed;
 }
 
-/*
- * The worker that frees abandoned hand-over grants (worker.c, abandon.c):
- * free key, or hand it over to its next waiter, if its row still holds
- * this very grant (read as stored: every other reader takes the grant
- * for a free key already).  True when it did.
- */
-bool
-dlock_lease_free_abandoned(text *key, text *holder, Oid owner, int64 token)
-{
-	DlockKeyLock kl = lease_keylock(key);
-	DlockStore	s;
-	DlockLease	l;
-	bool		ok;
-
-	dlock_lease_store_open(&s);
-	dlock_key_lock(&kl, ExclusiveLock);
-	for (;;)
-	{
-		dlock_lease_store_fetch_raw(&s, key, &l);
-		if (!TransactionIdIsValid(l.changing))
-			break;
-		dlock_key_unlock(&kl, ExclusiveLock);
-		XactLockTableWait(l.changing, s.rel, &l.tid, XLTW_None);
-		dlock_key_lock(&kl, ExclusiveLock);
-	}
-	ok = l.held && l.token == token && lease_is_ours(&l, holder, owner);
-	if (ok)
-		dlock_lease_free_or_hand_over(&s, key, &l, GetCurrentTimestamp(), &kl);
-	else
-		give_back_key(&kl, ExclusiveLock);
-	dlock_store_close(&s);
-	return ok;
-}
-
 /* Operators: free a live lease whoever holds it. */
 bool
 dlock_lease_force_release(text *key)

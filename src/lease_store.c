@@ -114,11 +114,10 @@ row_changed_by(DlockStore *s, bool *stale)
  * Read key's row at the latest committed state (and this transaction's
  * own changes) into *l, as it is stored; l->found is false when there is
  * none.  l->changing is set when another transaction in progress is
- * changing that row (see row_changed_by).  Only the worker that frees
- * abandoned grants reads rows so; everyone else dlock_lease_store_fetch.
+ * changing that row (see row_changed_by).
  */
-void
-dlock_lease_store_fetch_raw(DlockStore *s, text *key, DlockLease *l)
+static void
+fetch_stored(DlockStore *s, text *key, DlockLease *l)
 {
 	ScanKeyData skey;
 	TupleTableSlot *slot = s->slot;
@@ -152,13 +151,13 @@ dlock_lease_store_fetch_raw(DlockStore *s, text *key, DlockLease *l)
 }
 
 /*
- * Read key's row as dlock_lease_store_fetch_raw does; a hand-over grant
- * that its waiter abandoned (abandon.c) reads as a free key.
+ * Read key's row as it is stored (fetch_stored), except that a hand-over
+ * grant that its waiter abandoned (abandon.c) reads as a free key.
  */
 void
 dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
 {
-	dlock_lease_store_fetch_raw(s, key, l);
+	fetch_stored(s, key, l);
 	if (l->held && dlock_abandoned(l->token))
 	{
 		l->held = false;
@@ -394,6 +393,33 @@ dlock_lease_store_delete_idle(TimestampTz before, int limit, bool whole_table)
 												"    LIMIT $2 FOR UPDATE SKIP LOCKED))",
 												4, types),
 								 values, NULL, 0, SPI_OK_DELETE);
+}
+
+/*
+ * Delete the row of key if it still holds this grant (holder, role owner,
+ * token): an abandoned hand-over grant (abandon.c), which every reader
+ * takes for a free key already; true if it did.  Like the sweeps, without
+ * a key lock (no free key must look taken meanwhile): a writer that meets
+ * the delete waits for it and writes the key's row anew.
+ */
+bool
+dlock_lease_store_delete_grant(text *key, text *holder, Oid owner,
+							   int64 token)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[4] = {TEXTOID, TEXTOID, OIDOID, INT8OID};
+	Datum		values[4];
+
+	values[0] = PointerGetDatum(key);
+	values[1] = PointerGetDatum(holder);
+	values[2] = ObjectIdGetDatum(owner);
+	values[3] = Int64GetDatum(token);
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"DELETE FROM " DLOCK_SCHEMA ".lease"
+										" WHERE key" EQ "$1 AND holder" EQ "$2"
+										"   AND owner" EQ "$3 AND token" EQ "$4",
+										4, types),
+						 values, NULL, 0, SPI_OK_DELETE) > 0;
 }
 
 /*

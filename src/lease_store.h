@@ -33,8 +33,7 @@ typedef struct DlockLease
 /* dlock.lease, opened for one call (store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
-extern void dlock_lease_store_fetch_raw(DlockStore *s, text *key,
-										DlockLease *l);
+
 extern void dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,
 									Oid role, int64 token, int64 ttl_us,
@@ -49,6 +48,8 @@ extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
 											uint64 *n);
 extern int64 dlock_lease_store_delete_idle(TimestampTz before, int limit,
 										   bool whole_table);
+extern bool dlock_lease_store_delete_grant(text *key, text *holder,
+										   Oid owner, int64 token);
 
 
 /* the rows of dlock_locks, into SPI_tuptable (between dlock_spi_begin/_end) */

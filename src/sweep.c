@@ -24,6 +24,10 @@
  *  - dlock_cleanup() has dlock's background worker do it, in transactions
  *    of the worker's own (worker.c).
  *
+ * The worker deletes the rows of abandoned hand-over grants the same way
+ * (abandon.c): they read as free keys already, and must not look taken
+ * while the worker deletes them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -60,6 +64,22 @@ dlock_lease_sweep(int64 idle_us, int limit, bool whole_table)
 	n = dlock_lease_store_delete_idle(before, limit, whole_table);
 	dlock_spi_end(&spi);
 	return n;
+}
+
+/*
+ * dlock's worker (abandon.c): delete the row of an abandoned hand-over
+ * grant, if it still holds that grant; true if it did.
+ */
+bool
+dlock_lease_delete_abandoned(text *key, text *holder, Oid owner, int64 token)
+{
+	DlockSpi	spi;
+	bool		deleted;
+
+	dlock_spi_begin(&spi);
+	deleted = dlock_lease_store_delete_grant(key, holder, owner, token);
+	dlock_spi_end(&spi);
+	return deleted;
 }
 
 /* the sweep, in a subtransaction whose error is logged, not raised */

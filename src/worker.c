@@ -9,11 +9,12 @@
  * exiting when its work is done (nothing runs while there is nothing to
  * do).  Its tasks:
  *
- *  - undo: free the rows of abandoned hand-over grants (abandon.c).  The
+ *  - undo: delete the rows of abandoned hand-over grants (abandon.c).  The
  *    backend that abandons a grant cannot write any more (its transaction
  *    is aborting, or the backend exiting), so it starts a worker and goes
- *    on; the worker frees every abandoned grant of its database, one
- *    transaction each.
+ *    on; the worker deletes the row of every abandoned grant of its
+ *    database that still holds it, one transaction each, without key locks
+ *    (sweep.c): the key reads as free all along.
  *  - cleanup: dlock_cleanup() deletes idle lease and claim rows through a
  *    worker and waits for it (request and answer in a dynamic shared
  *    memory segment).  Its deletes keep writers of those keys waiting
@@ -45,7 +46,6 @@
 
 #include "abandon.h"
 #include "claim.h"
-#include "lease.h"
 #include "sweep.h"
 #include "worker.h"
 
@@ -182,14 +182,14 @@ end_work(void)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
-/* one abandoned grant's row, freed in a transaction of its own */
+/* one abandoned grant's row, deleted in a transaction of its own */
 static void
 undo_one(const DlockAbandoned *a)
 {
-	begin_work("dlock: freeing an abandoned grant");
-	(void) dlock_lease_free_abandoned(cstring_to_text(a->key),
-									  cstring_to_text(a->holder), a->owner,
-									  a->token);
+	begin_work("dlock: deleting the row of an abandoned grant");
+	(void) dlock_lease_delete_abandoned(cstring_to_text(a->key),
+										cstring_to_text(a->holder), a->owner,
+										a->token);
 	end_work();
 }
 

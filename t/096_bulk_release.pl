@@ -64,11 +64,13 @@ my $last_token = $node->safe_psql('postgres',
 
 # a waiter on the last key (another role), in a transaction block: the
 # release frees the key rather than handing it over, and wakes it at commit
+# (its wait is a day long, and periodic wake-ups are an hour apart: nothing
+# else gets it the key while this test runs)
 my $w = $node->background_psql('postgres', on_error_stop => 0);
 $w->query_safe('SET ROLE other_role');
 $w->query_safe('BEGIN');
 $w->query_until(qr/started/,
-	"\\echo started\nSELECT dlock_acquire('$last', 'waiter', '1 min', '60 s');\n");
+	"\\echo started\nSELECT dlock_acquire('$last', 'waiter', '1 min', '1 day');\n");
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = '$last'")
   or die 'the waiter never queued';
