@@ -19,7 +19,9 @@
 #    not handed the lease) gets it once the release commits, with a greater
 #    token (the release notes too many keys to wake their waiters one by
 #    one: it wakes the head of every queue);
-#  - it returns N, and no lease of many2 is left; keys are acquired again.
+#  - it returns N, and no lease of many2 is left; keys are acquired again;
+#  - dlock_cleanup, called until it returns 0 in one transaction, deletes
+#    all N idle rows (1,000 a call, each committed by its worker).
 # On dlock 0.3 the release failed with "out of shared memory" and released
 # nothing.
 
@@ -124,6 +126,17 @@ SELECT count(dlock_acquire('many:' || lpad(g::text, 7, '0'), 'other', '1 min'))
   FROM generate_series(1, 100) g;
 }),
 	'100', 'the freed keys are acquired again');
+
+# and their idle rows go, a call of dlock_cleanup (1,000 rows each) after
+# the other in one transaction: nothing accumulates in it
+is($node->safe_psql('postgres', q{
+SET ROLE other_role;
+SELECT dlock_release_all('other');
+RESET ROLE;
+DO $$ BEGIN WHILE dlock_cleanup('0') > 0 LOOP END LOOP; END $$;
+SELECT count(*) FROM dlock.lease WHERE key LIKE 'many:%' AND holder IS NULL;
+}),
+	"100\n0", 'dlock_cleanup deleted every idle row, one call after the other');
 
 $w->quit;
 $r->quit;
