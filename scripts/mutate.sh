@@ -93,7 +93,6 @@ commit-for-gone-client@src/xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (f
 release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease.c@\t\tif (!TransactionIdIsValid(l->changing))\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
 take-over-row-being-freed@src/lease.c@\tif (TransactionIdIsValid(l.changing))\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
-no-wake-when-many@src/xact.c@\t\tdlock_wait_wake_all_heads();\n\t\twoke = true;@\t\twoke = true;@tap:096_bulk_release
 sweep-at-once@src/sweep.c@\tsweep_pending = true;\n}@\tsweep_now();\n}@isolation:sweep_no_block
 cleanup-in-callers-transaction@src/worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_cleanup(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
 write-over-swept-row-fails@src/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
