@@ -16,8 +16,11 @@ OBJS = \
 	src/keys.o \
 	src/lease.o \
 	src/handover.o \
+	src/abandon.o \
+	src/worker.o \
+	src/client.o \
+	src/sweep.o \
 	src/lease_store.o \
-	src/lease_sweep.o \
 	src/store.o \
 	src/lease_sql.o \
 	src/token.o \

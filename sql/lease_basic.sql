@@ -310,9 +310,8 @@ END $$;
 CALL pg_temp.sweep_wait();
 RESET dlock.idle_key_lifetime;
 SELECT dlock_release_all('h') > 0 AS released_new_keys;
--- dlock_cleanup deletes at most 1,000 lease rows a call (each deleted key
--- stays locked until commit, and the lock table is shared): called until
--- it returns 0, never an "out of shared memory"
+-- dlock_cleanup deletes at most 1,000 lease rows a call (so that a call
+-- stays short): called until it returns 0
 SELECT dlock_cleanup('0') BETWEEN 1000 AND 2000 AS first_call_capped;
 CREATE PROCEDURE pg_temp.cleanup_all() LANGUAGE plpgsql AS $$
 DECLARE

@@ -12,6 +12,7 @@
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
+#include "abandon.h"
 #include "compat.h"
 #include "dlock.h"
 #include "keylock.h"
@@ -55,6 +56,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 	TimestampTz expires_at = 0;
 	DlockAcquireResult r = DLOCK_ACQ_BUSY;
 	DlockGrant	g;
+	Oid			role = GetUserId();
 	bool		woken = false;
 	bool		granted;
 
@@ -100,15 +102,19 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 	}
 	PG_CATCH();
 	{
-		(void) dlock_wait_leave(&g);
+		/* a grant that came meanwhile is abandoned: nobody sees its token */
+		(void) dlock_wait_leave(&g, true);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	/* an offer still pending at the deadline is withdrawn, or taken */
-	granted = dlock_wait_leave(&g);
+	granted = dlock_wait_leave(&g, false);
 	if (granted && !DLOCK_ACQ_OK(r))
 	{
+		/* the grant is this waiter's only if its transaction commits */
+		dlock_abandon_unless_committed(key, holder, role, g.token,
+									   g.expires_at);
 		dlock_wait_grant_durable(&g);
 		*token = g.token;
 		r = DLOCK_ACQ_GRANTED;
@@ -134,6 +140,8 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	if (DLOCK_ACQ_OK(r))
 	{
 		count_grant(r, false);
+		if (r != DLOCK_ACQ_EXTENDED)
+			dlock_xact_note_new_token();
 		return true;
 	}
 	dlock_count(DLOCK_STAT_CONTENDED, 1);
@@ -150,6 +158,8 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	if (DLOCK_ACQ_OK(r))
 	{
 		count_grant(r, true);
+		if (r != DLOCK_ACQ_EXTENDED)
+			dlock_xact_note_new_token();
 		return true;
 	}
 	dlock_count(DLOCK_STAT_WAIT_TIMEOUTS, 1);

@@ -14,6 +14,7 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/xact.h"
 #include "catalog/pg_namespace.h"
 #include "executor/executor.h"
 #include "storage/proc.h"
@@ -38,20 +39,26 @@
 #endif
 
 /*
- * simple_heap_update: PostgreSQL 16 added an output argument saying which
- * indexes need new entries.  dlock decides that itself (a HOT update needs
- * none), so the answer is not used.
+ * heap_update of one row, waiting for a transaction that is changing it:
+ * PostgreSQL 16 added an output argument saying which indexes need new
+ * entries.  dlock decides that itself (a HOT update needs none), so the
+ * answer is not used.
  */
+static inline TM_Result
+dlock_heap_update_waiting(Relation rel, ItemPointer otid, HeapTuple tup,
+						  TM_FailureData *tmfd)
+{
+	LockTupleMode lockmode;
 #if PG_VERSION_NUM >= 160000
-#define dlock_simple_heap_update(rel, otid, tup) \
-	do { \
-		TU_UpdateIndexes dlock_update_indexes_; \
-		simple_heap_update((rel), (otid), (tup), &dlock_update_indexes_); \
-	} while (0)
+	TU_UpdateIndexes update_indexes;
+
+	return heap_update(rel, otid, tup, GetCurrentCommandId(true),
+					   InvalidSnapshot, true, tmfd, &lockmode, &update_indexes);
 #else
-#define dlock_simple_heap_update(rel, otid, tup) \
-	simple_heap_update((rel), (otid), (tup))
+	return heap_update(rel, otid, tup, GetCurrentCommandId(true),
+					   InvalidSnapshot, true, tmfd, &lockmode);
 #endif
+}
 
 /*
  * ExecInsertIndexTuples: PostgreSQL 16 added onlySummarizing (false: all

@@ -6,7 +6,8 @@
  *
  * Each part of dlock that keeps something in shared memory declares,
  * sizes and initialises it itself (the wait queue in wait.c, the counters
- * in stats.c, the claims' give-back count in claim_plan.c); the hooks here
+ * in stats.c, the claims' give-back count in claim_plan.c, the abandoned
+ * hand-over grants in abandon.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
  * of being woken, and dlock_stats and dlock_waiters are empty; the first
@@ -23,6 +24,7 @@
 #include "storage/lwlock.h"
 #include "utils/guc.h"
 
+#include "abandon.h"
 #include "claim.h"
 #include "dlock.h"
 #include "stats.h"
@@ -35,6 +37,7 @@ PG_MODULE_MAGIC;
 int			dlock_poll_interval_ms = 10;
 int			dlock_safety_wake_ms = 1000;
 int			dlock_debug_queue_delay_ms = 0;
+int			dlock_debug_sweep_every = 1024;
 int			dlock_idle_key_lifetime_s = 3600;
 bool		dlock_handoff_yield = true;
 
@@ -52,6 +55,7 @@ dlock_shmem_request(void)
 	dlock_stats_shmem_request();
 	dlock_claim_plan_shmem_request();
 	dlock_watch_shmem_request();	/* watch (issue 26) */
+	dlock_abandon_shmem_request();
 }
 
 static void
@@ -64,6 +68,7 @@ dlock_shmem_startup(void)
 	dlock_stats_shmem_startup();
 	dlock_claim_plan_shmem_startup();
 	dlock_watch_shmem_startup();	/* watch (issue 26) */
+	dlock_abandon_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -118,6 +123,13 @@ _PG_init(void)
 							&dlock_debug_queue_delay_ms,
 							0, 0, 60 * 1000,
 							PGC_SUSET, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.debug_sweep_every",
+							"Developer option: one grant in this many sweeps idle keys at its commit.",
+							"Only for tests that need a sweep at a given moment.",
+							&dlock_debug_sweep_every,
+							1024, 1, 1000000,
+							PGC_SUSET, GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.idle_key_lifetime",
 							"How long the row of a free or expired key is kept before cleanup deletes it.",

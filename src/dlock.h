@@ -18,9 +18,10 @@
 
 /*
  * Rows one dlock_cleanup() call deletes at most, of leases and of claims
- * each: the key lock of every row deleted is held until commit, and the
- * shared lock table (max_locks_per_transaction per connection) must keep
- * room for everybody else.
+ * each, so that one call stays short: its deletes keep writers of those
+ * keys waiting until they commit, and the key lock of every claim row it
+ * deletes is held until then (the shared lock table must keep room for
+ * everybody else).
  */
 #define DLOCK_CLEANUP_MAX_ROWS	1000
 
@@ -31,6 +32,7 @@
 extern int	dlock_poll_interval_ms;
 extern int	dlock_safety_wake_ms;
 extern int	dlock_debug_queue_delay_ms;
+extern int	dlock_debug_sweep_every;
 extern int	dlock_idle_key_lifetime_s;
 extern bool dlock_handoff_yield;
 

@@ -13,7 +13,9 @@
  * (wait.c, "Hand-off"); this file keeps the transaction's offers and
  * settles them when it ends: at pre-commit, an offer whose waiter withdrew
  * frees the key instead; at commit the waiter is told its token, at abort
- * that nothing came of it.
+ * that nothing came of it.  A grant whose waiter left while it committed,
+ * or whose waiter's own transaction then does not commit, is abandoned
+ * (abandon.c): it reads as a free key from then on.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +27,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "abandon.h"
+#include "dlock.h"
 #include "handover.h"
 #include "keylock.h"
 #include "lease_store.h"
@@ -38,6 +42,7 @@ typedef struct PendingOffer
 {
 	DlockOffer	offer;
 	text	   *key;
+	bool		committing;		/* settled: goes on to commit */
 } PendingOffer;
 
 /* this transaction's offers, in TopTransactionContext */
@@ -53,8 +58,9 @@ remember_offer(const DlockOffer *o, text *key)
 	PendingOffer *p = palloc(sizeof(PendingOffer));
 
 	p->offer = *o;
-	p->offer.holder = NULL;		/* not needed past the write */
+	p->offer.holder = DatumGetTextPCopy(PointerGetDatum(o->holder));
 	p->key = DatumGetTextPCopy(PointerGetDatum(key));
+	p->committing = false;
 	pending_offers = lappend(pending_offers, p);
 	MemoryContextSwitchTo(old);
 	if (!offer_callback_registered)
@@ -121,13 +127,36 @@ settle_offers(void)
 		dlock_lease_store_fetch(&s, p->key, &l);
 		stands = l.held && l.token == p->offer.token &&
 			l.owner == p->offer.owner;
-		if (!dlock_wait_offer_settle(&p->offer, stands) && stands)
+		p->committing = dlock_wait_offer_settle(&p->offer, stands);
+		if (!p->committing && stands)
 		{
 			dlock_lease_store_free(&s, p->key, &l, GetCurrentTimestamp());
 			dlock_watch_grant_withdrawn(p->key, p->offer.token);	/* watch (issue 26) */
 		}
 	}
 	dlock_store_close(&s);
+}
+
+/*
+ * At commit or abort: tell the waiter.  A grant that committed while its
+ * waiter stopped waiting (cancelled while this transaction wrote its
+ * commit record or waited for synchronous standbys) has no taker: it is
+ * abandoned, and reads as a free key from now on (abandon.c).
+ */
+static void
+end_offer(PendingOffer *p, bool committed)
+{
+	if (!dlock_wait_offer_end(&p->offer, committed, XactLastCommitEnd) &&
+		committed && p->committing)
+	{
+		char		key[DLOCK_MAX_KEY_BYTES + 1];
+		char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
+
+		text_to_cstring_buffer(p->key, key, sizeof(key));
+		text_to_cstring_buffer(p->offer.holder, holder, sizeof(holder));
+		dlock_abandon(key, holder, p->offer.owner, p->offer.token,
+					  p->offer.expires_at);
+	}
 }
 
 static void
@@ -145,9 +174,7 @@ lease_offer_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 			foreach(lc, pending_offers)
-				dlock_wait_offer_end(&((PendingOffer *) lfirst(lc))->offer,
-									 event == XACT_EVENT_COMMIT,
-									 XactLastCommitEnd);
+				end_offer(lfirst(lc), event == XACT_EVENT_COMMIT);
 			/* the memory goes with TopTransactionContext */
 			pending_offers = NIL;
 			break;

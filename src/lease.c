@@ -7,8 +7,8 @@
  * One row per key.  A free key keeps its row (holder NULL) so that steady
  * churn on a fixed set of keys is a chain of HOT updates: only "key" is
  * indexed, and no update touches it.  Rows idle for longer than
- * dlock.idle_key_lifetime are deleted by dlock_lease_cleanup, which
- * acquires also run now and then (see maybe_cleanup).
+ * dlock.idle_key_lifetime are deleted by the sweeps of sweep.c, which
+ * grants also run now and then.
  *
  * Every read and write of dlock.lease goes through lease_store.c.
  *
@@ -31,10 +31,11 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -43,10 +44,10 @@
 #include "lease.h"
 #include "handover.h"
 #include "lease_store.h"
-#include "lease_sweep.h"
 #include "spi_access.h"
 #include "stats.h"
 #include "store.h"
+#include "sweep.h"
 #include "token.h"
 #include "wait.h"
 #include "watch.h"
@@ -96,24 +97,6 @@ give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
 {
 	dlock_key_unlock(kl, mode);
 	(void) dlock_wait_wake_key(kl->hash);
-}
-
-/*
- * Now and then, an acquire that wrote anyway deletes a few idle rows, so
- * that keys nobody uses any more do not stay forever.  Random rather than
- * counted, so that short sessions (poolers, pgbench -C) take part too.
- */
-static void
-maybe_cleanup(void)
-{
-	/*
-	 * Only in a transaction of its own: the keys it deletes stay locked until
-	 * commit, which must come at once.
-	 */
-	if (!IsTransactionBlock() &&
-		(pg_prng_uint32(&pg_global_prng_state) & 1023) == 0)
-		(void) dlock_lease_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
-								 64);
 }
 
 /*
@@ -193,6 +176,13 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 	}
 
 	dlock_lease_store_fetch(&s, key, &l);
+	if (TransactionIdIsValid(l.changing))
+	{
+		/* a bulk release still working: as if it held the key lock */
+		give_back_key(&kl, ExclusiveLock);
+		dlock_store_close(&s);
+		return DLOCK_ACQ_LOCKED;
+	}
 	now = GetCurrentTimestamp();
 	*expires_at = now + ttl_us;
 	if (lease_live(&l, now))
@@ -226,9 +216,33 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		dlock_xact_note_key(&kl);
 	}
 	dlock_store_close(&s);
+	/* now and then, a grant sweeps idle keys (at its commit: sweep.c) */
 	if (res != DLOCK_ACQ_EXTENDED)
-		maybe_cleanup();
+		dlock_sweep_maybe();
 	return res;
+}
+
+/*
+ * Read key's row under its lock (held in mode), once no other transaction
+ * is changing it.  A bulk release gives each key lock back as soon as it
+ * has written (see dlock_lease_release_all), so a row can carry another
+ * transaction's uncommitted update although its key lock is free: that
+ * transaction is waited for, without the key lock (so that it can take
+ * its next keys), as a holder of the key lock would have been.
+ */
+static void
+fetch_settled(DlockStore *s, text *key, const DlockKeyLock *kl,
+			  LOCKMODE mode, DlockLease *l)
+{
+	for (;;)
+	{
+		dlock_lease_store_fetch(s, key, l);
+		if (!TransactionIdIsValid(l->changing))
+			return;
+		dlock_key_unlock(kl, mode);
+		XactLockTableWait(l->changing, s->rel, &l->tid, XLTW_None);
+		dlock_key_lock(kl, mode);
+	}
 }
 
 /*
@@ -254,7 +268,7 @@ lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 			return false;
 		dlock_key_lock(&kl, mode);
 	}
-	dlock_lease_store_fetch(s, key, l);
+	fetch_settled(s, key, &kl, mode, l);
 	*now = GetCurrentTimestamp();
 	if (!lease_held_by(l, holder, role, *now, has_token, token))
 	{
@@ -342,37 +356,71 @@ dlock_lease_validate(text *key, text *holder, int64 token)
 	return ok;
 }
 
-/* Free every live lease of this holder and role; returns how many. */
+/*
+ * Free every live lease of this holder and role; returns how many.
+ *
+ * However many: each key is locked, its lease freed (or handed over), and
+ * its lock given back at once, rather than kept to the end of the
+ * transaction as every other write keeps it.  Holding thousands of key
+ * locks would fill the shared lock table (max_locks_per_transaction per
+ * connection) and fail with "out of shared memory".  The freed row keeps
+ * the key taken meanwhile: it carries this transaction's uncommitted
+ * update, which every later reader under the key lock waits for, or
+ * (an acquire) counts as the key being locked (fetch_settled, and
+ * dlock_lease_try_acquire).  The keys are read a chunk at a time, in key
+ * order, so that two of these calls cannot deadlock and memory stays
+ * bounded.
+ */
+#define RELEASE_ALL_CHUNK	1000
+
 int64
 dlock_lease_release_all(text *holder)
 {
 	DlockSpi	spi;
 	DlockStore	s;
-	uint64		n;
-	text	  **keys;
+	MemoryContext chunk_cxt;
+	MemoryContext old;
+	text	   *after = cstring_to_text("");
 	int64		freed = 0;
 
 	dlock_release_async_begin();
 	dlock_spi_begin(&spi);
-	keys = dlock_lease_store_holder_keys(holder, spi.caller, &n);
-
-	/* in key order, so that two release_all calls cannot deadlock */
 	dlock_lease_store_open(&s);
-	for (uint64 i = 0; i < n; i++)
+	chunk_cxt = AllocSetContextCreate(CurrentMemoryContext,
+									  "dlock_release_all chunk",
+									  ALLOCSET_DEFAULT_SIZES);
+	for (;;)
 	{
-		DlockLease	l;
-		TimestampTz now;
+		uint64		n;
+		text	  **keys;
 
-		CHECK_FOR_INTERRUPTS();
-		if (lock_held_lease(&s, keys[i], holder, spi.caller, false, 0,
-							ExclusiveLock, &l, &now))
+		old = MemoryContextSwitchTo(chunk_cxt);
+		keys = dlock_lease_store_holder_keys(holder, spi.caller, after,
+											 RELEASE_ALL_CHUNK, &n);
+		for (uint64 i = 0; i < n; i++)
 		{
-			DlockKeyLock kl = lease_keylock(keys[i]);
+			DlockLease	l;
+			TimestampTz now;
 
-			dlock_lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
-			freed++;
+			CHECK_FOR_INTERRUPTS();
+			if (lock_held_lease(&s, keys[i], holder, spi.caller, false, 0,
+								ExclusiveLock, &l, &now))
+			{
+				DlockKeyLock kl = lease_keylock(keys[i]);
+
+				dlock_lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
+				/* the uncommitted row keeps the key: see above */
+				dlock_key_unlock(&kl, ExclusiveLock);
+				freed++;
+			}
 		}
+		MemoryContextSwitchTo(old);
+		if (n < RELEASE_ALL_CHUNK)
+			break;
+		after = DatumGetTextPCopy(PointerGetDatum(keys[n - 1]));
+		MemoryContextReset(chunk_cxt);
 	}
+	MemoryContextDelete(chunk_cxt);
 	dlock_store_close(&s);
 	dlock_spi_end(&spi);
 	if (freed > 0)
@@ -392,7 +440,7 @@ dlock_lease_force_release(text *key)
 
 	dlock_lease_store_open(&s);
 	dlock_key_lock(&kl, ExclusiveLock);
-	dlock_lease_store_fetch(&s, key, &l);
+	fetch_settled(&s, key, &kl, ExclusiveLock, &l);
 	now = GetCurrentTimestamp();
 	ok = lease_live(&l, now);
 	if (ok)
@@ -401,49 +449,4 @@ dlock_lease_force_release(text *key)
 		give_back_key(&kl, ExclusiveLock);
 	dlock_store_close(&s);
 	return ok;
-}
-
-/*
- * Delete up to limit rows that have been free or expired for longer than
- * idle_us, in the whole table or in a part of it chosen at random (see
- * dlock_lease_store_idle_keys).  Keys another transaction is working on
- * are skipped.  Must be called between dlock_spi_begin and dlock_spi_end.
- */
-static int64
-lease_cleanup_locked(int64 idle_us, int limit, bool whole_table)
-{
-	TimestampTz before = GetCurrentTimestamp() - idle_us;
-	uint64		n;
-	text	  **keys;
-	int64		deleted = 0;
-
-	keys = dlock_lease_store_idle_keys(before, limit, whole_table, &n);
-	for (uint64 i = 0; i < n; i++)
-	{
-		DlockKeyLock kl = lease_keylock(keys[i]);
-
-		CHECK_FOR_INTERRUPTS();
-		if (!dlock_key_trylock(&kl, ExclusiveLock))
-			continue;
-		if (dlock_lease_store_delete_idle(keys[i], before))
-		{
-			dlock_xact_note_key(&kl);
-			deleted++;
-		}
-		else
-			give_back_key(&kl, ExclusiveLock);
-	}
-	return deleted;
-}
-
-int64
-dlock_lease_cleanup(int64 idle_us, int limit, bool whole_table)
-{
-	DlockSpi	spi;
-	int64		n;
-
-	dlock_spi_begin(&spi);
-	n = lease_cleanup_locked(idle_us, limit, whole_table);
-	dlock_spi_end(&spi);
-	return n;
 }

@@ -37,7 +37,6 @@ extern bool dlock_lease_renew(text *key, text *holder, int64 ttl_us,
 extern bool dlock_lease_validate(text *key, text *holder, int64 token);
 extern int64 dlock_lease_release_all(text *holder);
 extern bool dlock_lease_force_release(text *key);
-extern int64 dlock_lease_cleanup(int64 idle_us, int limit, bool whole_table);
 
 /* acquire.c: one attempt, or a wait in the key's queue */
 extern bool dlock_acquire(text *key, text *holder, int64 ttl_us,

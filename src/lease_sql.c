@@ -25,6 +25,7 @@
 #include "dlock.h"
 #include "lease.h"
 #include "stats.h"
+#include "worker.h"
 
 /*
  * dlock_acquire(key text, holder text, ttl interval DEFAULT '30 seconds',
@@ -164,7 +165,10 @@ dlock_force_release_sql(PG_FUNCTION_ARGS)
  * or expired for longer than idle (NULL: dlock.idle_key_lifetime), never a
  * live lease or claim nor a poisoned claim row; returns how many.  At most
  * DLOCK_CLEANUP_MAX_ROWS of each per call: call it again while it returns
- * more than zero.  Acquires and claims do this now and then by themselves.
+ * more than zero.  The deletes are made and committed by dlock's
+ * background worker (worker.c), not in the caller's transaction, which is
+ * left holding nothing.  Acquires and claims do this now and then by
+ * themselves.
  */
 PG_FUNCTION_INFO_V1(dlock_cleanup_sql);
 Datum
@@ -183,6 +187,5 @@ dlock_cleanup_sql(PG_FUNCTION_ARGS)
 					 errmsg("idle must not be negative")));
 	}
 	dlock_arg_writes_allowed("dlock_cleanup()");
-	PG_RETURN_INT64(dlock_lease_cleanup(idle_us, DLOCK_CLEANUP_MAX_ROWS, true) +
-					dlock_claim_cleanup(idle_us, DLOCK_CLEANUP_MAX_ROWS));
+	PG_RETURN_INT64(dlock_worker_cleanup(idle_us, DLOCK_CLEANUP_MAX_ROWS));
 }

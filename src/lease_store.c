@@ -26,17 +26,22 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "executor/tuptable.h"
 #include "storage/bufmgr.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 
+#include "abandon.h"
 #include "compat.h"
 #include "dlock.h"
 #include "keys.h"
@@ -75,21 +80,62 @@ dlock_lease_store_open(DlockStore *s)
 }
 
 /*
- * Read key's row at the latest committed state (and this transaction's
- * own changes) into *l; l->found is false when there is none.
+ * Who is changing the row version just fetched (in s->slot), if anyone
+ * else: the transaction, still in progress, that updated it without
+ * keeping the key's lock to its end (dlock_lease_release_all gives each
+ * key lock back once it has written: lease.c).  A delete in progress (a
+ * sweep: lease_store_delete_idle) does not count: the row it deletes is
+ * idle, and a decision taken on it stays right when it is gone; a write
+ * then waits for the sweep (dlock_lease_store_write).  *stale: the change
+ * committed after the snapshot the row was read with; read it again.
  */
-void
-dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
+static TransactionId
+row_changed_by(DlockStore *s, bool *stale)
+{
+	HeapTuple	tup = ExecFetchSlotHeapTuple(s->slot, false, NULL);
+	HeapTupleHeader h = tup->t_data;
+	TransactionId xmax;
+
+	*stale = false;
+	if ((h->t_infomask & HEAP_XMAX_INVALID) ||
+		HEAP_XMAX_IS_LOCKED_ONLY(h->t_infomask))
+		return InvalidTransactionId;
+	xmax = HeapTupleHeaderGetUpdateXid(h);
+	if (!TransactionIdIsValid(xmax) || TransactionIdIsCurrentTransactionId(xmax))
+		return InvalidTransactionId;
+	if (TransactionIdIsInProgress(xmax))
+		return ItemPointerEquals(&tup->t_self, &h->t_ctid) ?
+			InvalidTransactionId : xmax;
+	*stale = TransactionIdDidCommit(xmax);
+	return InvalidTransactionId;
+}
+
+/*
+ * Read key's row at the latest committed state (and this transaction's
+ * own changes) into *l, as it is stored; l->found is false when there is
+ * none.  l->changing is set when another transaction in progress is
+ * changing that row (see row_changed_by).
+ */
+static void
+fetch_stored(DlockStore *s, text *key, DlockLease *l)
 {
 	ScanKeyData skey;
 	TupleTableSlot *slot = s->slot;
+	bool		stale;
 
 	memset(l, 0, sizeof(*l));
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   s->idx->rd_indcollation[0], F_TEXTEQ,
 						   PointerGetDatum(key));
-	if (!dlock_store_fetch(s, &skey, 1))
-		return;
+	for (;;)
+	{
+		if (!dlock_store_fetch(s, &skey, 1))
+			return;
+		l->changing = row_changed_by(s, &stale);
+		if (!stale)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
 	l->found = true;
 	l->tid = slot->tts_tid;
 	if (!slot->tts_isnull[Anum_lease_holder - 1])
@@ -102,6 +148,22 @@ dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
 	l->ttl_us = DatumGetInt64(slot->tts_values[Anum_lease_ttl_us - 1]);
 	l->acquired_at = DatumGetTimestampTz(slot->tts_values[Anum_lease_acquired_at - 1]);
 	l->expires_at = DatumGetTimestampTz(slot->tts_values[Anum_lease_expires_at - 1]);
+}
+
+/*
+ * Read key's row as it is stored (fetch_stored), except that a hand-over
+ * grant that its waiter abandoned (abandon.c) reads as a free key.
+ */
+void
+dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
+{
+	fetch_stored(s, key, l);
+	if (l->held && dlock_abandoned(l->token))
+	{
+		l->held = false;
+		l->holder = NULL;
+		l->owner = InvalidOid;
+	}
 }
 
 static HeapTuple
@@ -147,22 +209,34 @@ index_row(DlockStore *s, HeapTuple tup, bool key_unchanged)
 /*
  * Write key's row with the values in *v: an insert when there is no row
  * (v->found false), else an update of the version at v->tid, which the
- * caller read under the key's lock.  The change is visible to the next
- * read of this transaction.
+ * caller read under the key's lock.  Under that lock, only a sweep can
+ * have touched the row since (it takes no key lock: see
+ * dlock_lease_store_delete_idle), and it deletes idle rows only: the
+ * update waits for the sweep's transaction, and when the row is gone the
+ * key's row is written anew.  The change is visible to the next read of
+ * this transaction.
  */
 static void
 dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 {
 	HeapTuple	tup = form_row(s, key, v);
+	bool		insert = !v->found;
 
 	if (v->found)
 	{
 		ItemPointerData otid = v->tid;
+		TM_FailureData tmfd;
+		TM_Result	r = dlock_heap_update_waiting(s->rel, &otid, tup, &tmfd);
 
-		dlock_simple_heap_update(s->rel, &otid, tup);
-		index_row(s, tup, true);
+		if (r == TM_Deleted)
+			insert = true;
+		else if (r != TM_Ok)
+			elog(ERROR, "dlock: the lease row of a locked key was changed concurrently (%d)",
+				 (int) r);
+		else
+			index_row(s, tup, true);
 	}
-	else
+	if (insert)
 	{
 		simple_heap_insert(s->rel, tup);
 		index_row(s, tup, false);
@@ -219,37 +293,56 @@ dlock_lease_store_free(DlockStore *s, text *key, const DlockLease *old,
 
 /* ---- sweeps over many rows, as SQL (between dlock_spi_begin and _end) ---- */
 
-/* The keys of holder's leases taken as role owner, in key order. */
+/*
+ * The keys of holder's leases taken as role owner, in key order: the
+ * first limit of them above after ('' for the first ones), copied into
+ * the current memory context.
+ */
 text	  **
-dlock_lease_store_holder_keys(text *holder, Oid owner, uint64 *n)
+dlock_lease_store_holder_keys(text *holder, Oid owner, text *after,
+							  int limit, uint64 *n)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		values[2];
+	Oid			types[4] = {TEXTOID, OIDOID, TEXTOID, INT4OID};
+	Datum		values[4];
+	text	  **keys;
 
 	values[0] = PointerGetDatum(holder);
 	values[1] = ObjectIdGetDatum(owner);
+	values[2] = PointerGetDatum(after);
+	values[3] = Int32GetDatum(limit);
 	*n = dlock_spi_run(dlock_spi_plan(&plan,
 									  "SELECT key FROM " DLOCK_SCHEMA ".lease"
 									  " WHERE holder" EQ "$1 AND owner" EQ "$2"
-									  " ORDER BY key",
-									  2, types),
+									  "   AND key OPERATOR(pg_catalog.>) $3"
+									  " ORDER BY key LIMIT $4",
+									  4, types),
 					   values, NULL, 0, SPI_OK_SELECT);
-	return dlock_copy_key_column(*n);
+	keys = dlock_copy_key_column(*n);
+	SPI_freetuptable(SPI_tuptable);
+	return keys;
 }
 
 /*
- * Up to limit keys whose rows have been free or expired since before, in
- * the whole table (dlock_cleanup), or else in SWEEP_BLOCKS consecutive
+ * Delete up to limit rows that have been free or expired since before,
+ * in the whole table (dlock_cleanup), or else in SWEEP_BLOCKS consecutive
  * blocks at a random place (a TID range scan), so that the sweep acquires
- * run now and then costs the same however many keys the table has.  Every
- * block is as likely to be in the window as any other.
+ * run now and then costs the same however many keys the table has (every
+ * block is as likely to be in the window as any other); returns how many.
+ *
+ * Without key locks, and without waiting for anybody: one statement locks
+ * the idle rows FOR UPDATE SKIP LOCKED (a row that another transaction is
+ * changing is skipped) and deletes them.  A transaction that reads such a
+ * row under its key lock meanwhile decides on an idle row (free, or
+ * expired long ago), which it still is once gone; its write waits for the
+ * sweep's end and writes the key's row anew (dlock_lease_store_write).
+ * The sweep is therefore run only in transactions that end at once
+ * (sweep.c).
  */
 #define SWEEP_BLOCKS	32
 
-text	  **
-dlock_lease_store_idle_keys(TimestampTz before, int limit, bool whole_table,
-							uint64 *n)
+int64
+dlock_lease_store_delete_idle(TimestampTz before, int limit, bool whole_table)
 {
 	static SPIPlanPtr whole_plan = NULL;
 	static SPIPlanPtr window_plan = NULL;
@@ -270,72 +363,96 @@ dlock_lease_store_idle_keys(TimestampTz before, int limit, bool whole_table,
 		dlock_store_close(&s);
 	}
 	if (whole_table || nblocks <= SWEEP_BLOCKS)
+		return (int64) dlock_spi_run(dlock_spi_plan(&whole_plan,
+													"DELETE FROM " DLOCK_SCHEMA ".lease"
+													" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+													"   SELECT ctid FROM " DLOCK_SCHEMA ".lease"
+													"    WHERE expires_at OPERATOR(pg_catalog.<) $1"
+													"    LIMIT $2 FOR UPDATE SKIP LOCKED))",
+													2, types),
+									 values, NULL, 0, SPI_OK_DELETE);
+
+	/* a window start in [1 - SWEEP_BLOCKS, nblocks - 1], cut to the table */
 	{
-		*n = dlock_spi_run(dlock_spi_plan(&whole_plan,
-										  "SELECT key FROM " DLOCK_SCHEMA ".lease"
-										  " WHERE expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
-										  2, types),
-						   values, NULL, 0, SPI_OK_SELECT);
-	}
-	else
-	{
-		/* a window start in [1 - SWEEP_BLOCKS, nblocks - 1], cut to the table */
 		int64		start = (int64) pg_prng_uint64_range(&pg_global_prng_state, 0,
 														 nblocks + SWEEP_BLOCKS - 2)
 			- (SWEEP_BLOCKS - 1);
 
 		ItemPointerSet(&from, (BlockNumber) Max(start, 0), 0);
 		ItemPointerSet(&to, (BlockNumber) Min(start + SWEEP_BLOCKS, (int64) nblocks), 0);
-		values[2] = PointerGetDatum(&from);
-		values[3] = PointerGetDatum(&to);
-		*n = dlock_spi_run(dlock_spi_plan(&window_plan,
-										  "SELECT key FROM " DLOCK_SCHEMA ".lease"
-										  " WHERE ctid OPERATOR(pg_catalog.>=) $3"
-										  "   AND ctid OPERATOR(pg_catalog.<) $4"
-										  "   AND expires_at OPERATOR(pg_catalog.<) $1 LIMIT $2",
-										  4, types),
-						   values, NULL, 0, SPI_OK_SELECT);
 	}
-	return dlock_copy_key_column(*n);
+	values[2] = PointerGetDatum(&from);
+	values[3] = PointerGetDatum(&to);
+	return (int64) dlock_spi_run(dlock_spi_plan(&window_plan,
+												"DELETE FROM " DLOCK_SCHEMA ".lease"
+												" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+												"   SELECT ctid FROM " DLOCK_SCHEMA ".lease"
+												"    WHERE ctid OPERATOR(pg_catalog.>=) $3"
+												"      AND ctid OPERATOR(pg_catalog.<) $4"
+												"      AND expires_at OPERATOR(pg_catalog.<) $1"
+												"    LIMIT $2 FOR UPDATE SKIP LOCKED))",
+												4, types),
+								 values, NULL, 0, SPI_OK_DELETE);
 }
 
 /*
- * Delete key's row if it is still free or expired since before (the
- * caller holds the key's lock); true if it was deleted.
+ * Delete the row of key if it still holds this grant (holder, role owner,
+ * token): an abandoned hand-over grant (abandon.c), which every reader
+ * takes for a free key already; true if it did.  Like the sweeps, without
+ * a key lock (no free key must look taken meanwhile): a writer that meets
+ * the delete waits for it and writes the key's row anew.
  */
 bool
-dlock_lease_store_delete_idle(text *key, TimestampTz before)
+dlock_lease_store_delete_grant(text *key, text *holder, Oid owner,
+							   int64 token)
 {
 	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TIMESTAMPTZOID, TEXTOID};
-	Datum		values[2];
+	Oid			types[4] = {TEXTOID, TEXTOID, OIDOID, INT8OID};
+	Datum		values[4];
 
-	values[0] = TimestampTzGetDatum(before);
-	values[1] = PointerGetDatum(key);
+	values[0] = PointerGetDatum(key);
+	values[1] = PointerGetDatum(holder);
+	values[2] = ObjectIdGetDatum(owner);
+	values[3] = Int64GetDatum(token);
 	return dlock_spi_run(dlock_spi_plan(&plan,
 										"DELETE FROM " DLOCK_SCHEMA ".lease"
-										" WHERE expires_at OPERATOR(pg_catalog.<) $1"
-										"   AND key" EQ "$2",
-										2, types),
-						 values, NULL, 0, SPI_OK_DELETE) == 1;
+										" WHERE key" EQ "$1 AND holder" EQ "$2"
+										"   AND owner" EQ "$3 AND token" EQ "$4",
+										4, types),
+						 values, NULL, 0, SPI_OK_DELETE) > 0;
 }
 
 /*
  * The unexpired leases, with the columns of the dlock_locks view, into
- * SPI_tuptable; returns how many.  Column 3 is the owning role.
+ * SPI_tuptable; returns how many.  Column 3 is the owning role.  Abandoned
+ * hand-over grants (abandon.c) are left out: they read as free keys.
  */
 uint64
 dlock_lease_store_read_live(void)
 {
 	static SPIPlanPtr plan = NULL;
+	uint64		n;
+	uint64		kept = 0;
 
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"SELECT key, holder, owner::pg_catalog.regrole, token,"
-										"       acquired_at, expires_at"
-										"  FROM " DLOCK_SCHEMA ".lease"
-										" WHERE holder IS NOT NULL"
-										"   AND expires_at OPERATOR(pg_catalog.>)"
-										" pg_catalog.clock_timestamp()",
-										0, NULL),
-						 NULL, NULL, 0, SPI_OK_SELECT);
+	n = dlock_spi_run(dlock_spi_plan(&plan,
+									 "SELECT key, holder, owner::pg_catalog.regrole, token,"
+									 "       acquired_at, expires_at"
+									 "  FROM " DLOCK_SCHEMA ".lease"
+									 " WHERE holder IS NOT NULL"
+									 "   AND expires_at OPERATOR(pg_catalog.>)"
+									 " pg_catalog.clock_timestamp()",
+									 0, NULL),
+					  NULL, NULL, 0, SPI_OK_SELECT);
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		Datum		token = SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull);
+
+		CHECK_FOR_INTERRUPTS();
+		if (!isnull && dlock_abandoned(DatumGetInt64(token)))
+			continue;
+		SPI_tuptable->vals[kept++] = tup;
+	}
+	return kept;
 }

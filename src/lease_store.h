@@ -25,11 +25,15 @@ typedef struct DlockLease
 	TimestampTz acquired_at;
 	TimestampTz expires_at;
 	ItemPointerData tid;		/* the row version read */
+	TransactionId changing;		/* another transaction in progress that
+								 * updated that version (a bulk release: see
+								 * lease.c), or InvalidTransactionId */
 } DlockLease;
 
 /* dlock.lease, opened for one call (store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
+
 extern void dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,
 									Oid role, int64 token, int64 ttl_us,
@@ -40,10 +44,12 @@ extern void dlock_lease_store_extend(DlockStore *s, text *key,
 extern void dlock_lease_store_free(DlockStore *s, text *key,
 								   const DlockLease *old, TimestampTz now);
 extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
+											text *after, int limit,
 											uint64 *n);
-extern text **dlock_lease_store_idle_keys(TimestampTz before, int limit,
-										  bool whole_table, uint64 *n);
-extern bool dlock_lease_store_delete_idle(text *key, TimestampTz before);
+extern int64 dlock_lease_store_delete_idle(TimestampTz before, int limit,
+										   bool whole_table);
+extern bool dlock_lease_store_delete_grant(text *key, text *holder,
+										   Oid owner, int64 token);
 
 
 /* the rows of dlock_locks, into SPI_tuptable (between dlock_spi_begin/_end) */

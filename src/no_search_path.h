@@ -19,7 +19,7 @@
  *    get_namespace_oid("dlock") then get_relname_relid(name, that schema)
  *    (store.c, token.c): the schema is named, search_path is not read;
  *  - rows are read and written through the primary key index and the heap
- *    directly (lease_store.c, claim_store.c, lease_sweep.c), by OID;
+ *    directly (lease_store.c, claim_store.c), by OID;
  *  - a claim table arrives as an OID (a regclass argument is resolved by
  *    the caller's own query, in the caller's search_path, before the call);
  *    its key's type, operators and support functions are found by OID in
@@ -59,8 +59,10 @@
  * dlock_acquire: reads and writes the key's row of dlock.lease directly
  * (lease.c, lease_store.c), draws the token with nextval_internal on the
  * sequence found by OID (token.c), waits in shared memory (acquire.c,
- * wait.c); its occasional sweep of idle rows is a TID range scan and heap
- * deletes (lease_sweep.c), not SQL.
+ * wait.c).  One grant in 1024 also asks for a sweep of idle rows
+ * (sweep.c), which runs as SQL at the pre-commit of the transaction, after
+ * the function has returned (when a pinned search_path would be gone
+ * anyway), through spi_access.c, which pins its own settings.
  */
 DLOCK_NO_SEARCH_PATH("dlock_acquire(text, text, interval, interval)", dlock_acquire_sql)
 

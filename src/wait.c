@@ -42,8 +42,9 @@
  * (its wait ran out, or it was cancelled) withdraws: the releaser finds
  * its slot gone at pre-commit and frees the key instead.  COMMITTING lasts
  * while the releaser writes its commit record (and waits for synchronous
- * standbys, if it does); a waiter that leaves then waits for the outcome,
- * unless a cancel ends that wait (see wait_for_commit_outcome).
+ * standbys, if it does); a waiter whose wait runs out then waits for the
+ * outcome, one that leaves on an error or its exit does not (see
+ * dlock_wait_leave; abandon.c).
  *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
@@ -69,6 +70,8 @@
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
 
+#include "abandon.h"
+#include "client.h"
 #include "compat.h"
 #include "dlock.h"
 #include "wait.h"
@@ -233,7 +236,7 @@ wait_exit_callback(int code, Datum arg)
 {
 	DlockGrant	g;
 
-	(void) dlock_wait_leave(&g);
+	(void) dlock_wait_leave(&g, true);
 }
 
 /*
@@ -323,10 +326,9 @@ wait_event(void)
  * Wait while a releaser writes the commit record of the grant it offered
  * this waiter; it wakes this backend as soon as it knows the outcome.
  * That takes a WAL flush, or as long as the releaser's commit waits for
- * synchronous standbys.  Interrupts are not taken here (this also runs
- * while an error unwinds), but a cancel or termination request pending
- * ends the wait: the waiter then leaves, and a grant that still commits
- * lapses after its ttl.
+ * synchronous standbys.  Interrupts are not taken here, but a cancel or
+ * termination request pending ends the wait: the waiter then leaves, and
+ * a grant that still commits is abandoned by the releaser (abandon.c).
  */
 static void
 wait_for_commit_outcome(void)
@@ -346,25 +348,45 @@ wait_for_commit_outcome(void)
  * waiter becomes head and is woken: the key may be free now.
  *
  * Returns true, with the grant in *g, when a release granted the lease to
- * this waiter and committed: the lease is this waiter's now, also when it
- * leaves because of an error.  An offer not yet committing is withdrawn.
+ * this waiter and committed: the lease is this waiter's now.  An offer not
+ * yet committing is withdrawn; one committing is waited for.  for_good: an
+ * error or exit, no token will be returned: no wait (the error may be the
+ * cancel of that wait; the releaser abandons a grant that commits after
+ * the waiter left), and a committed grant is abandoned (abandon.c).
  */
 bool
-dlock_wait_leave(DlockGrant *g)
+dlock_wait_leave(DlockGrant *g, bool for_good)
 {
+	DlockWaitSlot *s;
 	uint64		hash;
 	bool		granted;
+	char		key[DLOCK_MAX_KEY_BYTES + 1];
+	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
+	Oid			owner = InvalidOid;
 
 	if (waitq == NULL || my_slot < 0)
 		return false;
-	wait_for_commit_outcome();
+	if (!for_good)
+		wait_for_commit_outcome();
 	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
-	hash = waitq->slots[my_slot].key_hash;
+	s = &waitq->slots[my_slot];
+	hash = s->key_hash;
 	granted = take_grant_locked(g);
+	if (granted && for_good)
+	{
+		strlcpy(key, s->key, sizeof(key));
+		strlcpy(holder, s->holder, sizeof(holder));
+		owner = s->owner;
+	}
 	leave_slot_locked();
 	if (!granted)
 		wake_head_locked(hash);
 	LWLockRelease(waitq->lock);
+	if (granted && for_good)
+	{
+		dlock_abandon(key, holder, owner, g->token, g->expires_at);
+		return false;
+	}
 	return granted;
 }
 
@@ -481,12 +503,15 @@ dlock_wait_offer_settle(const DlockOffer *o, bool stands)
 
 /*
  * At the releaser's commit or abort: tell the waiter the outcome and wake
- * it.  lsn: the end of the commit record.
+ * it.  lsn: the end of the commit record.  Returns true when a committed
+ * grant reached its waiter; false when the waiter had left meanwhile (the
+ * caller then abandons the grant) or nothing committed.
  */
-void
+bool
 dlock_wait_offer_end(const DlockOffer *o, bool committed, XLogRecPtr lsn)
 {
 	DlockWaitSlot *s;
+	bool		delivered = false;
 
 	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
 	s = offered_slot_locked(o);
@@ -499,25 +524,29 @@ dlock_wait_offer_end(const DlockOffer *o, bool committed, XLogRecPtr lsn)
 			s->grant_token = o->token;
 			s->grant_expires = o->expires_at;
 			s->grant_lsn = lsn;
+			delivered = true;
 		}
 		else
 			s->offer = DLOCK_OFFER_NONE;
 		SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
 	}
 	LWLockRelease(waitq->lock);
+	return delivered;
 }
 
 /*
  * Sleep up to timeout_us, or until woken; true when woken (the latch was
  * set) rather than timed out.  Query cancel, statement_timeout and
  * termination end the sleep at once (their signal handlers set the
- * latch) and are raised here.
+ * latch) and are raised here; so does the client closing its connection
+ * (client.c): a waiter whose client is gone must not get the key.
  */
 bool
 dlock_wait_sleep(int64 timeout_us)
 {
 	long		ms;
 	int			rc = 0;
+	pgsocket	sock = dlock_client_socket();
 
 	if (waitq == NULL)
 	{
@@ -529,11 +558,15 @@ dlock_wait_sleep(int64 timeout_us)
 	ms = (long) ((timeout_us + 999) / 1000);
 	if (ms > 0)
 	{
-		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   ms, wait_event());
+		rc = WaitLatchOrSocket(MyLatch,
+							   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
+							   (sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0),
+							   sock, ms, wait_event());
 		ResetLatch(MyLatch);
 	}
 	CHECK_FOR_INTERRUPTS();
+	if (rc & WL_SOCKET_CLOSED)
+		dlock_client_lost();
 	return (rc & WL_LATCH_SET) != 0;
 }
 

@@ -59,12 +59,12 @@ extern void dlock_wait_yield(void);
 extern bool dlock_wait_queue_blocks(uint64 hash);
 extern void dlock_wait_enqueue(uint64 hash, text *key, text *holder,
 							   int64 ttl_us, bool takes_grant);
-extern bool dlock_wait_leave(DlockGrant *g);
+extern bool dlock_wait_leave(DlockGrant *g, bool for_good);
 extern bool dlock_wait_granted(bool *pending);
 extern void dlock_wait_grant_durable(const DlockGrant *g);
 extern bool dlock_wait_offer(uint64 hash, DlockOffer *o);
 extern bool dlock_wait_offer_settle(const DlockOffer *o, bool stands);
-extern void dlock_wait_offer_end(const DlockOffer *o, bool committed,
+extern bool dlock_wait_offer_end(const DlockOffer *o, bool committed,
 								 XLogRecPtr lsn);
 extern bool dlock_wait_sleep(int64 timeout_us);
 extern int	dlock_wait_list(DlockWaiter **out);

@@ -26,6 +26,11 @@
  * written WAL after the last release (XactLastRecEnd is unchanged at
  * commit).  Anything else commits as the user configured it.
  *
+ * Clients that went away.  A transaction that issued a new token checks at
+ * pre-commit that its client is still connected; if not, the backend ends
+ * (as PostgreSQL ends one that finds its client gone) and the grant rolls
+ * back, instead of staying held by nobody until its ttl runs out.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -39,13 +44,24 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
+#include "client.h"
 #include "dlock.h"
 #include "keylock.h"
 #include "wait.h"
 #include "xact.h"
 
-/* keys this transaction locked for writing: their waiters wake at its end */
+/*
+ * keys this transaction locked for writing: their waiters wake at its end.
+ * Past MAX_NOTED_KEYS of them (a dlock_release_all of many leases), the
+ * head of every queue in the database is woken instead (touched_many).
+ */
+#define MAX_NOTED_KEYS	1024
+
 static List *touched_keys = NIL;
+static bool touched_many = false;
+
+/* this transaction acquired a new token: its client must still be there */
+static bool new_token = false;
 
 /* the asynchronous release state of the current transaction */
 static bool async_candidate = false;
@@ -93,12 +109,32 @@ dlock_xact_note_key(const DlockKeyLock *key)
 	uint64	   *h;
 
 	ensure_callback();
+	if (touched_many || list_length(touched_keys) >= MAX_NOTED_KEYS)
+	{
+		touched_many = true;
+		return;
+	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	h = palloc(sizeof(uint64));
 	*h = key->hash;
 	touched_keys = lappend(touched_keys, h);
 	MemoryContextSwitchTo(old);
 }
+
+/*
+ * A new token was issued in this transaction (a grant, a takeover, or a
+ * hand-over received).  It commits only while the client that is to
+ * receive it is still connected: a client that went away while its
+ * backend waited or worked would never see the token, and the lease would
+ * stay, held by nobody, until its ttl ran out.
+ */
+void
+dlock_xact_note_new_token(void)
+{
+	ensure_callback();
+	new_token = true;
+}
+
 
 void
 dlock_release_async_begin(void)
@@ -127,6 +163,13 @@ dlock_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			/* a token for a client that is gone: roll back (client.c) */
+			if (new_token)
+			{
+				new_token = false;
+				if (dlock_client_gone())
+					dlock_client_lost();
+			}
 			/*
 			 * The setting's variable is set for this one commit and put back
 			 * at transaction end, rather than through set_config_option:
@@ -145,7 +188,9 @@ dlock_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_PREPARE:
 			/* the key locks go to the prepared transaction */
 			touched_keys = NIL;
+			touched_many = false;
 			async_pending = false;
+			new_token = false;
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
@@ -155,6 +200,7 @@ dlock_xact_callback(XactEvent event, void *arg)
 			async_saved_sync = -1;
 			async_candidate = false;
 			async_pending = false;
+			new_token = false;
 			break;
 		default:
 			break;
@@ -173,15 +219,24 @@ dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
 	ListCell   *lc;
 	bool		woke = false;
 
-	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || touched_keys == NIL)
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS ||
+		(touched_keys == NIL && !touched_many))
 		return;
 	/* a subtransaction's commit passes its locks on to its parent */
 	if (!isTopLevel && isCommit)
 		return;
 	foreach(lc, touched_keys)
 		woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));
+	if (touched_many)
+	{
+		dlock_wait_wake_all_heads();
+		woke = true;
+	}
 	if (isTopLevel)
+	{
 		touched_keys = NIL;		/* memory goes with TopTransactionContext */
+		touched_many = false;
+	}
 	if (woke)
 		dlock_wait_yield();
 }

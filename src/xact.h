@@ -14,6 +14,7 @@
 
 extern bool dlock_xact_alone(void);
 extern void dlock_xact_note_key(const DlockKeyLock *key);
+extern void dlock_xact_note_new_token(void);
 extern void dlock_release_async_begin(void);
 extern void dlock_release_async_end(void);
 
