@@ -177,7 +177,23 @@ dlock_build_install() {
     DLOCK_BUILD_DIR=$work
     DLOCK_BUILD_LOG=$work/build.log
     DLOCK_BUILD_WARNINGS=0
+    # DLOCK_BUILD_CACHE (scripts/mutate.sh): a directory holding an earlier
+    # build of the same tree.  The copy starts from it, and every file that
+    # differs from its cached copy gets a new time, so make rebuilds only the
+    # objects of changed files (one file's mutant: one compile and a link).
+    # The first build fills the cache.
+    local cached=
+    if [ -n "${DLOCK_BUILD_CACHE:-}" ] && [ -f "$DLOCK_BUILD_CACHE/dlock.so" ]; then
+        cached=1
+        cp -a "$DLOCK_BUILD_CACHE/." "$work/" || { dlock_err "copying the build cache failed"; return 1; }
+    fi
     dlock__copy_tree "$src" "$work" || { dlock_err "copying $src to $work failed"; return 1; }
+    if [ -n "$cached" ]; then
+        (cd "$src" && git ls-files 2>/dev/null || find . -type f) | while IFS= read -r f; do
+            [ -f "$work/$f" ] || continue
+            cmp -s "$work/$f" "$DLOCK_BUILD_CACHE/$f" || touch "$work/$f"
+        done
+    fi
     chown -R postgres:postgres "$work" || return 1
     chmod 755 "$work"
 
@@ -200,6 +216,10 @@ dlock_build_install() {
         grep -B2 -A3 'warning:' "$DLOCK_BUILD_LOG" >&2 || true
     fi
 
+    if [ -n "${DLOCK_BUILD_CACHE:-}" ] && [ -z "$cached" ]; then
+        mkdir -p "$DLOCK_BUILD_CACHE" && cp -a "$work/." "$DLOCK_BUILD_CACHE/" ||
+            dlock_log "could not fill the build cache $DLOCK_BUILD_CACHE (builds go on without it)"
+    fi
     dlock_log "built in $((SECONDS - start)) s; installing (make install, as root, into $("$DLOCK_PG_CONFIG" --pkglibdir))"
     # shellcheck disable=SC2086
     if ! (cd "$work" && make install PG_CONFIG="$DLOCK_PG_CONFIG" ${DLOCK_MAKE_FLAGS:-}) >>"$DLOCK_BUILD_LOG" 2>&1; then

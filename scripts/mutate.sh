@@ -380,6 +380,7 @@ run_tests() {
     local rc n
     RUN_LOG=$3
     DLOCK_SRC=$1 DLOCK_ONLY=$2 DLOCK_IGNORE_WARNINGS=1 DLOCK_MAKE_FLAGS=with_llvm=no \
+        DLOCK_BUILD_CACHE="$WORK/build-cache" \
         setsid bash "$REPO/scripts/test.sh" >"$3" 2>&1 </dev/null &
     RUN_PID=$!
     wait "$RUN_PID"
