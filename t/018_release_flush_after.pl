@@ -1,6 +1,6 @@
 # Copyright: dlock contributors
 #
-# 017_release_flush_after.pl: an asynchronous release (a transaction that
+# 018_release_flush_after.pl: an asynchronous release (a transaction that
 # only released leases commits without waiting for its flush, src/xact.c)
 # leaves synchronous_commit as it was for what the session does next: a
 # later acquire, or any other write, in the same session waits for its

@@ -1,7 +1,7 @@
 
 # Copyright: dlock contributors
 #
-# 095_abandoned.pl: nothing stays held or queued for a waiter that never
+# 097_abandoned.pl: nothing stays held or queued for a waiter that never
 # saw its token, whatever ends it (README "Transactions", "Waiting";
 # src/abandon.c, src/client.c).  The ways a statement can end that need
 # processes of their own (specs/wait_abandoned.spec has the others):
