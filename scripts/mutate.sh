@@ -46,6 +46,11 @@
 # in the run's build or test directories, then removes its copies.  After
 # every run, a server left running there is stopped and reported.
 #
+# MUTANTS_JOBS=N (CI: 2) runs the mutants in N lanes side by side, each
+# with its own copy of PostgreSQL (not with DLOCK_PG_BIN).  Mutants share
+# one build: each starts from the control run's and recompiles only the
+# files it changed (DLOCK_BUILD_CACHE, scripts/lib.sh).
+#
 # Run it before every release; add a mutant with every promise the README
 # makes.  Environment: MUTANTS_KEEP=1 keeps the copies and logs;
 # MUTANTS_REINSTALL=0 skips the reinstall into DLOCK_PG_BIN.
@@ -308,6 +313,53 @@ while IFS= read -r line; do
 done <<<"$MUTANTS"
 
 line_no() { sed -n "${1}p" <<<"$MUTANTS"; }
+
+# ---- MUTANTS_JOBS=N: N lanes side by side (CI: 2, on 2 cores) ----
+# Each lane is this script on every Nth mutant, with its own copy of
+# PostgreSQL, build cache and work directory; most of a mutant's run waits
+# on sleeps, locks and fsyncs, so two lanes take about half the time.  Not
+# with DLOCK_PG_BIN (one installation cannot hold two builds at once).
+JOBS=${MUTANTS_JOBS:-1}
+if [ "$JOBS" -gt 1 ] && [ -z "${DLOCK_PG_BIN:-}" ] && [ -z "${MUTANTS_LANE:-}" ] &&
+        [ ${#names[@]} -gt 1 ] && [ ${#broken[@]} -eq 0 ]; then
+    echo "==> ${#names[@]} mutants in $JOBS lanes (MUTANTS_JOBS)"
+    lane_pids=()
+    for ((k = 0; k < JOBS; k++)); do
+        lane=()
+        for ((j = k; j < ${#names[@]}; j += JOBS)); do lane+=("${names[$j]}"); done
+        flags=()
+        [ "$ALL_TESTS" = 1 ] && flags+=(--all-tests)
+        MUTANTS_LANE=$((k + 1)) MUTANTS_JOBS=1 \
+            bash "$REPO/scripts/mutate.sh" ${flags[@]+"${flags[@]}"} "${lane[@]}" >"$WORK/lane$((k + 1)).log" 2>&1 &
+        lane_pids+=($!)
+    done
+    stop_lanes() {
+        trap - INT TERM HUP
+        kill -TERM "${lane_pids[@]}" 2>/dev/null
+        wait
+        rm -rf "$WORK"
+        exit 130
+    }
+    trap stop_lanes INT TERM HUP
+    lp=0
+    lf=0
+    for ((k = 0; k < JOBS; k++)); do
+        wait "${lane_pids[$k]}"
+        echo "==================== lane $((k + 1)) of $JOBS ===================="
+        cat "$WORK/lane$((k + 1)).log"
+        last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/lane$((k + 1)).log" | tail -n 1)
+        p=$(sed -nE 's/^([0-9]+) passed.*/\1/p' <<<"$last")
+        f=$(sed -nE 's/^[0-9]+ passed, ([0-9]+) failed$/\1/p' <<<"$last")
+        lp=$((lp + ${p:-0}))
+        lf=$((lf + ${f:-1}))
+    done
+    rm -rf "$WORK"
+    echo
+    echo "==================== dlock mutation testing: $JOBS lanes ===================="
+    echo "$lp passed, $lf failed"
+    [ "$lf" -eq 0 ] && [ "$lp" -gt 0 ]
+    exit $?
+fi
 # tests_of NAME: the union of the tests of NAME's lines; with --all-tests,
 # the whole regress and isolation suite and the TAP files of NAME's lines
 tests_of() {

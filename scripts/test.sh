@@ -53,6 +53,9 @@
 #   DLOCK_ONLY             run only these tests, e.g. "regress:lease_basic
 #                          isolation:wait_fifo tap:015_wake" (scripts/mutate.sh);
 #                          a suite with none of them is left out
+#   DLOCK_SKIP             leave these tests out, e.g. "tap:081_cli_args clients"
+#                          (scripts/test-matrix.sh in CI: what does not differ
+#                          by PostgreSQL version runs once, on this machine)
 #   DLOCK_IGNORE_WARNINGS=1  compiler warnings do not count as a failure
 #                          (scripts/mutate.sh: a mutant may leave a variable unused)
 set -uo pipefail
@@ -182,6 +185,26 @@ if [ -n "$ONLY" ]; then
     V_ISOLATION=$(only_tests isolation)
     ONLY_TAP=$(only_tests tap)
     [ -n "$ONLY_TAP" ] || V_TAP=
+fi
+# skipped NAMES KIND: NAMES without DLOCK_SKIP's KIND:NAME entries
+skipped() {
+    local t out= kind=$2
+    for t in $1; do
+        [[ " ${DLOCK_SKIP:-} " == *" $kind:$t "* ]] || out+="$t "
+    done
+    echo "${out% }"
+}
+if [ -n "${DLOCK_SKIP:-}" ]; then
+    echo "==> DLOCK_SKIP = $DLOCK_SKIP"
+    V_REGRESS=$(skipped "$V_REGRESS" regress)
+    V_ISOLATION=$(skipped "$V_ISOLATION" isolation)
+    if [ -z "$ONLY" ]; then
+        ONLY_TAP=$(skipped "$(cd "$BUILD" && ls t/*.pl | sed 's#^t/##; s#\.pl$##' | tr '\n' ' ')" tap)
+    else
+        ONLY_TAP=$(skipped "$ONLY_TAP" tap)
+    fi
+    [ -n "$ONLY_TAP" ] || V_TAP=
+    ONLY_TAP_SET=1
 fi
 echo "==> REGRESS = ${V_REGRESS:-<none>}"
 echo "==> ISOLATION = ${V_ISOLATION:-<none>}"
@@ -510,7 +533,7 @@ elif [ -n "$V_TAP" ] && ! compgen -G "$BUILD/t/*.pl" >/dev/null; then
     NOTES+=("FAIL: [tap] TAP_TESTS is set but t/ has no *.pl file")
     FAILED=$((FAILED + 1))
 elif [ -n "$V_TAP" ]; then
-    if [ -n "$ONLY" ]; then
+    if [ -n "$ONLY" ] || [ -n "${ONLY_TAP_SET:-}" ]; then
         # shellcheck disable=SC2086
         run_tap $(printf 't/%s.pl ' $ONLY_TAP)
     else
@@ -539,7 +562,8 @@ dlock_cluster_stop "$WORK/cluster"
 # In a root of scripts/test-matrix.sh (its apt setting marks it) only the
 # Python client runs: npm there has neither the host's CA bundle nor its
 # proxy settings to reach the registry.
-if [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; then
+if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
+        [[ " ${DLOCK_SKIP:-} " != *" clients "* ]]; then
     CLIENTS_ONLY=
     if [ -f /etc/apt/apt.conf.d/99dlock-matrix ]; then
         CLIENTS_ONLY=python
