@@ -105,8 +105,8 @@ sub reached_forbidden
 	return @bad;
 }
 
-ok(scalar(reached_forbidden('dlock_cleanup_sql')) > 0,
-	'the check finds SPI below dlock_cleanup_sql (which keeps its pin)');
+ok(scalar(reached_forbidden('dlock_claim_sql')) > 0,
+	'the check finds SPI below dlock_claim_sql (which runs the claim query)');
 
 for my $entry (@listed)
 {
