@@ -75,6 +75,18 @@ $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = '$last'")
   or die 'the waiter never queued';
 
+# a fence of many2's on a key half-way: the release frees the keys before
+# it, then waits for the fence, so that it is surely still running (keys
+# freed, keys yet to free) while the other role tries them; no timing
+my $mid = sprintf('many:%07d', int($n / 2));
+my $mid_token = $node->safe_psql('postgres',
+	"SELECT token FROM dlock.lease WHERE key = '$mid'");
+my $f = $node->background_psql('postgres', on_error_stop => 0);
+$f->query_safe('SET ROLE bulk_role');
+$f->query_safe('BEGIN');
+is($f->query_safe("SELECT dlock_validate('$mid', 'many2', $mid_token)"),
+	't', "a fence of many2's on $mid");
+
 # the release, in a session of its own
 my $r = $node->background_psql('postgres', on_error_stop => 0);
 $r->query_safe('SET ROLE bulk_role');
@@ -82,21 +94,20 @@ my $rpid = $r->query_safe('SELECT pg_backend_pid()');
 $r->query_until(qr/started/,
 	"\\echo started\nSELECT dlock_release_all('many2') AS released;\n");
 
-# once it has freed the first key (its row carries the uncommitted update)
-$node->poll_query_until('postgres', qq{
-SELECT EXISTS (SELECT FROM dlock.lease
-                WHERE key = 'many:0000001' AND xmax <> 0)
-}) or die 'the release never reached the first key';
-my $still_running = $node->safe_psql('postgres',
-	"SELECT state = 'active' FROM pg_stat_activity WHERE pid = $rpid");
-is( $node->safe_psql('postgres', q{
+# once it waits for the fence (it has freed the keys before it, their rows
+# carrying its uncommitted update)
+$node->poll_query_until('postgres',
+	"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $rpid")
+  or die 'the release never came to wait for the fence';
+is( $node->safe_psql('postgres', qq{
 SET ROLE other_role;
 SELECT dlock_acquire('many:0000001', 'other', '1 min') IS NULL,
-       dlock_acquire('many:' || lpad('2', 7, '0'), 'other', '1 min') IS NULL;
+       dlock_acquire('many:' || lpad('2', 7, '0'), 'other', '1 min') IS NULL,
+       dlock_acquire('$last', 'other', '1 min') IS NULL;
 }),
-	't|t',
+	't|t|t',
 	'while the release runs, no other holder gets a key it freed or has yet to free');
-note "the release was still running during that check: $still_running";
+$f->query_safe('COMMIT');
 
 # the holder's renewal of a freed key waits for the release, then fails
 my $renew = $node->background_psql('postgres', on_error_stop => 0);
@@ -138,6 +149,7 @@ SELECT count(*) FROM dlock.lease WHERE key LIKE 'many:%' AND holder IS NULL;
 
 $w->quit;
 $r->quit;
+$f->quit;
 $renew->quit;
 $node->stop;
 done_testing();
