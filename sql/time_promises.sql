@@ -102,11 +102,12 @@ SELECT count(*) FILTER (WHERE dlock_renew('tp:held', 'h1')) AS renewed_200,
   FROM generate_series(1, 200);
 SELECT waits, wait_timeouts FROM pg_temp.tp_counted();
 
--- claims over held rows come back empty at once, and so do another
+-- claims over held rows come back empty at once (200 calls: n refers to
+-- g, or the function would run once and be rescanned), and so do another
 -- holder's give-back, completion, fence and heartbeat, and the per-row check
 SELECT count(*) AS w1_claimed FROM dlock_claim(NULL::tp_jobs, 'w1', 10, '1 hour', 'id <= 10');
 SELECT count(c.id) AS claimed_held_rows
-  FROM generate_series(1, 200) g, LATERAL dlock_claim(NULL::tp_jobs, 'w2', 5, '1 min', 'id <= 10') c;
+  FROM generate_series(1, 200) g, LATERAL dlock_claim(NULL::tp_jobs, 'w2', 5 + 0 * g, '1 min', 'id <= 10') c;
 SELECT count(*) FILTER (WHERE dlock_claimed('tp_jobs', 1 + g % 10, 'w2')) AS w2_fenced,
        sum(dlock_unclaim('tp_jobs', 'w2', ARRAY[1 + g % 10])) AS w2_unclaimed,
        sum(dlock_renew_claims('tp_jobs', 'w2', '1 day')) AS w2_renewed,
@@ -305,6 +306,33 @@ SELECT dlock_cleanup('300 ms') > 0 AS swept;
 SELECT (SELECT count(*) FROM dlock.lease WHERE key = 'tp:idle') AS lease_row_left,
        (SELECT count(*) FROM dlock.claim WHERE relid = 'tp_jobs'::regclass AND key = '90') AS claim_row_left;
 COMMIT;
+
+-- and claims sweep idle claim rows by themselves now and then (about one
+-- claim in 64 that claims something, in a transaction of its own): with
+-- dlock.idle_key_lifetime = 0, one-row claims given back at once, a
+-- transaction each, until a sweep has deleted some
+SET dlock.idle_key_lifetime = 0;
+CREATE TABLE tp_sweep (id int PRIMARY KEY);
+INSERT INTO tp_sweep SELECT g FROM generate_series(1, 5000) g;
+CREATE PROCEDURE pg_temp.tp_claim_until_swept() LANGUAGE plpgsql AS $$
+DECLARE
+  i int := 0;
+  d bigint;
+  deleted bigint := 0;
+BEGIN
+  WHILE deleted = 0 AND i < 5000 LOOP
+    i := i + 1;
+    PERFORM count(*) FROM dlock_claim(NULL::tp_sweep, 's', 1, '1 min', 'id = ' || i);
+    PERFORM dlock_unclaim('tp_sweep', 's');
+    SELECT n_tup_del INTO d FROM pg_stat_xact_all_tables WHERE relid = 'dlock.claim'::regclass;
+    deleted := deleted + coalesce(d, 0);
+    COMMIT;
+  END LOOP;
+  RAISE NOTICE 'a claim swept idle claim rows: %', deleted > 0;
+END $$;
+CALL pg_temp.tp_claim_until_swept();
+RESET dlock.idle_key_lifetime;
+DROP TABLE tp_sweep;
 
 --
 -- tokens are at or above the server's clock (microseconds since 1970, at
