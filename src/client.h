@@ -10,8 +10,10 @@
 
 #include "port.h"
 
+#include "compat.h"
+
 extern pgsocket dlock_client_socket(void);
 extern bool dlock_client_gone(void);
-extern void dlock_client_lost(void) pg_attribute_noreturn();
+DLOCK_NORETURN_BEFORE extern void dlock_client_lost(void) DLOCK_NORETURN_AFTER;
 
 #endif							/* DLOCK_CLIENT_H */

@@ -96,6 +96,19 @@ dlock_heap_update_waiting(Relation rel, ItemPointer otid, HeapTuple tup,
 	index_beginscan((heap), (idx), (snap), (nkeys), 0)
 #endif
 
+/*
+ * PostgreSQL 18 marks a function that does not return with pg_noreturn
+ * before its declaration; earlier versions with pg_attribute_noreturn()
+ * after it.
+ */
+#if PG_VERSION_NUM >= 180000
+#define DLOCK_NORETURN_BEFORE	pg_noreturn
+#define DLOCK_NORETURN_AFTER
+#else
+#define DLOCK_NORETURN_BEFORE
+#define DLOCK_NORETURN_AFTER	pg_attribute_noreturn()
+#endif
+
 /* PostgreSQL 17 numbers backends by ProcNumber, no longer PGPROC.pgprocno */
 #if PG_VERSION_NUM >= 170000
 #define dlock_my_procno()	((int) MyProcNumber)
