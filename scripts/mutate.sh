@@ -104,7 +104,6 @@ renew-from-xact-start@src/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, 
 expiry-at-xact-start@src/lease.c@\t*now = GetCurrentTimestamp();@\t*now = GetCurrentTransactionStartTimestamp();@regress:lease_basic regress:time_promises
 claims-ttl-from-xact-start@src/claim.c@\tnow = GetCurrentTimestamp();\n\tdecide_claimable(@\tnow = GetCurrentTransactionStartTimestamp();\n\tdecide_claimable(@regress:time_promises isolation:time_at_once
 claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
-cleanup-claims-idle-from-xact-start@src/claim_manage.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTransactionStartTimestamp() - idle_us;@regress:time_promises isolation:time_at_once
 claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
 claims-wait-for-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tdlock_key_lock(&kl, ExclusiveLock);\n\t\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
 takeover-reuses-token@src/lease.c@\t\t*token = dlock_next_token();@\t\t*token = l.held ? l.token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
