@@ -9,46 +9,11 @@
 
 EXTENSION = dlock dlock_proxy
 MODULE_big = dlock
-OBJS = \
-	src/dlock.o \
-	src/args.o \
-	src/keylock.o \
-	src/keys.o \
-	src/lease.o \
-	src/handover.o \
-	src/abandon.o \
-	src/worker.o \
-	src/client.o \
-	src/sweep.o \
-	src/lease_store.o \
-	src/store.o \
-	src/lease_sql.o \
-	src/token.o \
-	src/spi_access.o \
-	src/xact.o \
-	src/acquire.o \
-	src/wait.o \
-	src/stats.o \
-	src/claim.o \
-	src/claim_manage.o \
-	src/claim_store.o \
-	src/claim_store_spi.o \
-	src/claim_query.o \
-	src/claim_plan.o \
-	src/claim_target.o \
-	src/claim_key.o \
-	src/claim_ddl.o \
-	src/claim_ddl_type.o \
-	src/claim_sql.o \
-	src/views_sql.o \
-	src/watch.o \
-	src/watch_join.o \
-	src/watch_notify.o \
-	src/watch_session.o \
-	src/watch_worker.o \
-	src/watch_sql.o
+# Every src/*.c is part of the module: a new file needs no line here.
+OBJS = $(patsubst $(srcdir)/%.c,%.o,$(sort $(wildcard $(srcdir)/src/*.c)))
 
-DATA = dlock--0.1.sql dlock--0.1--0.2.sql dlock--0.2--0.3.sql dlock--0.3--0.4.sql dlock_proxy--0.3.sql
+# every install and upgrade script of both extensions
+DATA = $(sort $(notdir $(wildcard $(srcdir)/dlock--*.sql $(srcdir)/dlock_proxy--*.sql)))
 PGFILEDESC = "dlock - lease locks with fencing tokens"
 
 # pg_regress tests: every sql/NAME.sql, run against expected/NAME.out in
@@ -94,7 +59,7 @@ dist:
 # the two elsewhere, e.g.
 #   make install-cli CLI_BINDIR=/usr/local/bin CLI_MANDIR=/usr/local/share/man
 # Its version (dlock --version) is META.json's.
-CLI_SRCS = cli/dlock.c cli/args.c cli/acquire.c cli/run.c cli/db.c cli/signals.c cli/watch.c
+CLI_SRCS = $(sort $(wildcard cli/*.c))
 CLI_BINDIR = $(bindir)
 CLI_MANDIR = $(mandir)
 all: cli/dlock
