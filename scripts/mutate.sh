@@ -422,6 +422,10 @@ else
 fi
 echo "==> PostgreSQL: $DLOCK_PG_BIN; work directory $WORK"
 
+# A mutant's run stops at its first failing test (DLOCK_FAIL_FAST): one is
+# enough to kill it.  Not the control run (every test must pass) nor
+# --all-tests (which reports every test that kills).
+fail_fast=0
 # run_tests SRC TESTS LOG: scripts/test.sh on SRC with DLOCK_ONLY=TESTS, in a
 # session of its own (setsid: its process id is the session's id), waited
 # for in the background so that a signal reaches the trap at once
@@ -429,6 +433,7 @@ run_tests() {
     local rc n
     RUN_LOG=$3
     DLOCK_SRC=$1 DLOCK_ONLY=$2 DLOCK_IGNORE_WARNINGS=1 DLOCK_MAKE_FLAGS=with_llvm=no \
+        DLOCK_FAIL_FAST=$fail_fast \
         DLOCK_BUILD_CACHE="$WORK/build-cache" \
         setsid bash "$REPO/scripts/test.sh" >"$3" 2>&1 </dev/null &
     RUN_PID=$!
@@ -524,6 +529,7 @@ if [ ${#names[@]} -gt 0 ]; then
 fi
 
 # ---- the mutants ----
+[ "$ALL_TESTS" = 1 ] || fail_fast=1
 for name in ${names[@]+"${names[@]}"}; do
     total=$((total + 1))
     copy=$WORK/$name

@@ -56,6 +56,9 @@
 #   DLOCK_SKIP             leave these tests out, e.g. "tap:081_cli_args clients"
 #                          (scripts/test-matrix.sh in CI: what does not differ
 #                          by PostgreSQL version runs once, on this machine)
+#   DLOCK_FAIL_FAST=1      stop at the first failure: a suite that failed
+#                          leaves the later suites (and TAP files) out
+#                          (scripts/mutate.sh: one failure kills a mutant)
 #   DLOCK_IGNORE_WARNINGS=1  compiler warnings do not count as a failure
 #                          (scripts/mutate.sh: a mutant may leave a variable unused)
 set -uo pipefail
@@ -415,6 +418,10 @@ run_tap() {
     for tf in "$@"; do
         i=$((i + 1))
         name=$(basename "$tf" .pl)
+        if [ "${DLOCK_FAIL_FAST:-0}" = 1 ] && [ "$TAP_F" -gt 0 ]; then
+            echo "==> [tap $i/$n] $tf left out: a test failed already (DLOCK_FAIL_FAST=1)"
+            continue
+        fi
         if [ ! -f "$BUILD/$tf" ]; then
             echo "==> [tap $i/$n] FAIL: $tf does not exist"
             NOTES+=("FAIL: [tap] $tf does not exist")
@@ -511,7 +518,16 @@ else
     FAILED=$((FAILED + 1))
 fi
 
+# fail_fast KIND: true (and says so) when DLOCK_FAIL_FAST=1 and a test failed
+fail_fast() {
+    [ "${DLOCK_FAIL_FAST:-0}" = 1 ] && [ "$FAILED" -gt 0 ] || return 1
+    echo "==> [$1] left out: a test failed already (DLOCK_FAIL_FAST=1)"
+    NOTES+=("NOTE: [$1] left out after a failure (DLOCK_FAIL_FAST=1)")
+}
+
 if [ -n "$ONLY" ] && [ -z "$V_ISOLATION" ]; then
+    :
+elif fail_fast isolation; then
     :
 elif [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
     T_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-$((60 * $(wc -w <<<"$I_LIST") + 60))}
@@ -527,6 +543,8 @@ else
 fi
 
 if [ -n "$ONLY" ] && [ -z "$V_TAP" ]; then
+    :
+elif fail_fast tap; then
     :
 elif [ -n "$V_TAP" ] && ! compgen -G "$BUILD/t/*.pl" >/dev/null; then
     echo "==> [tap] FAIL: TAP_TESTS is set in the Makefile but there is no t/*.pl"
