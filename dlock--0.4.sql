@@ -18,8 +18,8 @@
 -- search_path (listed, with the reason, in src/no_search_path.h: the lease
 -- calls dlock_acquire, dlock_release, dlock_renew, dlock_validate, and the
 -- per-row claim functions dlock_claimed and the ticketed
--- dlock_claim_unheld), and dlock_claim, whose filter and order_by are the
--- caller's SQL.  sql/security_pins.sql checks this.
+-- dlock_claim_unheld), and dlock_claim(anyelement, ...), whose filter and
+-- order_by are the caller's SQL.  sql/security_pins.sql checks this.
 
 -- =====================================================================
 -- Schema: dlock's internal storage
@@ -347,8 +347,8 @@ CREATE EVENT TRIGGER dlock_claim_ddl_drop ON sql_drop
 -- leases, waits and claims of roles whose privileges it has, claims only
 -- on tables it may SELECT from and on rows it can see where row-level
 -- security applies to it; everything for superusers and members of
--- pg_read_all_stats.  The views with claims are security barriers, so that
--- no function of the caller's sees other rows.
+-- pg_read_all_stats.  dlock_dead_claims is also a security barrier (as it
+-- was when it read dlock.claim itself, before 0.4).
 CREATE FUNCTION dlock_locks(OUT key text, OUT holder text,
                             OUT owner pg_catalog.regrole, OUT token bigint,
                             OUT acquired_at timestamptz,
