@@ -58,8 +58,6 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
-# shellcheck source=../scripts/lib.sh
-. "$REPO/scripts/lib.sh"
 # shellcheck source=common.sh
 . "$REPO/bench/common.sh"
 
@@ -71,41 +69,19 @@ PATTERNS=${PATTERNS:-"complete fence plain"}
 KEYS=${KEYS:-"int text"}
 HELD=${HELD:-1}
 HELD_ROWS=200000
-BUILD=${BUILD:-1}
-KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench/claim_bench.sh must run as root (PostgreSQL runs as the postgres user)." >&2
-    exit 1
-fi
-
-WORK=
-bench_cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    dlock_cleanup
-    bench_remove_work "$KEEP"
-    exit $rc
-}
+bench_require_root bench/claim_bench.sh
+bench_on_exit
 
 REV=$(bench_revision "$REPO" "$BUILD")
-if [ "$BUILD" = 1 ]; then
-    dlock_ensure_packages
-    dlock_build_install "$REPO"
-    BUILD_DIR=$DLOCK_BUILD_DIR
-else
-    BUILD_DIR=
-fi
+bench_install
 
-WORK=$(mktemp -d /tmp/dlock-claimbench.XXXXXX)
-chmod 755 "$WORK"
-dlock_cluster_start "$WORK/cluster" auto \
+bench_work dlock-claimbench
+bench_cluster "$WORK/cluster" \
     "shared_buffers = 1GB" "max_connections = 100" "max_wal_size = 8GB" \
     "checkpoint_timeout = 30min" "log_min_messages = warning" \
     "log_min_error_statement = panic"
-bench_set_traps bench_cleanup
-[ -n "$BUILD_DIR" ] && rm -rf "$BUILD_DIR"
 
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d postgres)
 q() { "${PSQL[@]}" -Atc "$1"; }
@@ -116,7 +92,6 @@ mkdir -p "$SCRIPTS"
 
 echo "==> dlock $REV; $(q 'SELECT version()' | cut -d' ' -f1-2); $(nproc) CPUs"
 echo "==> loading $ROWS rows per table"
-q "CREATE EXTENSION dlock"
 for k in $KEYS; do
     if [ "$k" = int ]; then typ=bigint; expr=g; else typ=text; expr="'job-' || lpad(g::text, 8, '0')"; fi
     for c in dl hw it; do

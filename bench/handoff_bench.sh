@@ -63,8 +63,6 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
-# shellcheck source=../scripts/lib.sh
-. "$REPO/scripts/lib.sh"
 # shellcheck source=common.sh
 . "$REPO/bench/common.sh"
 
@@ -73,47 +71,22 @@ VARIANTS=${VARIANTS:-"dlock advisory poll"}
 TIMER=${TIMER:-client}
 ROUNDS=${ROUNDS:-3}
 HANDOFF_C=${HANDOFF_C:-$HERE/handoff_timer.c}
-BUILD=${BUILD:-1}
-KEEP=${KEEP:-0}
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench/handoff_bench.sh must run as root (PostgreSQL runs as the postgres user)." >&2
-    exit 1
-fi
-
-WORK=
-bench_cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    dlock_cleanup
-    bench_remove_work "$KEEP"
-    exit $rc
-}
-# our traps stop the clusters (dlock_cleanup) and remove the work directory
-bench_set_traps bench_cleanup
+bench_require_root bench/handoff_bench.sh
+bench_on_exit
 
 REVISION=$(bench_revision "$REPO" "$BUILD")
 
-dlock_ensure_packages
-if [ "$BUILD" = 1 ]; then
-    dlock_build_install "$REPO"
-    rm -rf "$DLOCK_BUILD_DIR"
-elif [ ! -f "$("$DLOCK_PG_CONFIG" --sharedir)/extension/dlock.control" ]; then
-    echo "dlock is not installed; run without BUILD=0" >&2
-    exit 1
-fi
+bench_install
 
-WORK=$(mktemp -d /tmp/dlock-handoff.XXXXXX)
-chmod 755 "$WORK"
-log "starting the benchmark cluster (shared_preload_libraries = 'dlock')"
-dlock_cluster_start "$WORK/c" auto "max_connections = 20"
+bench_work dlock-handoff
+bench_cluster "$WORK/c" "max_connections = 20"
 
 if [ "$TIMER" = client ]; then
     if [ ! -f "$HANDOFF_C" ]; then
         echo "the hand-off timer is not at $HANDOFF_C: set HANDOFF_C, or run with TIMER=server" >&2
         exit 1
     fi
-    dlock_psql -q -c 'CREATE EXTENSION dlock'
     gcc -O2 -o "$WORK/handoff" "$HANDOFF_C" -I"$("$DLOCK_PG_CONFIG" --includedir)" \
         -L"$("$DLOCK_PG_CONFIG" --libdir)" -lpq
     conn="host=$DLOCK_PGHOST port=$DLOCK_PORT user=postgres dbname=postgres"
@@ -142,7 +115,6 @@ if [ "$TIMER" = client ]; then
 fi
 
 dlock_psql -q <<'SQL'
-CREATE EXTENSION dlock;
 CREATE TABLE handoff (
     variant     text,
     round       int,

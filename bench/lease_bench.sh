@@ -66,8 +66,6 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
-# shellcheck source=../scripts/lib.sh
-. "$REPO/scripts/lib.sh"
 # shellcheck source=common.sh
 . "$REPO/bench/common.sh"
 
@@ -75,24 +73,16 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-4}
 CLIENTS=${CLIENTS:-"1 4 16"}
 SECTIONS=${SECTIONS:-"pairs contended preload"}
-BUILD=${BUILD:-1}
-KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
 REDIS=${REDIS:-1}
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench/lease_bench.sh must run as root (PostgreSQL runs as the postgres user)." >&2
-    exit 1
-fi
+bench_require_root bench/lease_bench.sh
 
-WORK=
 # shellcheck disable=SC2034  # HOST_<name>, PORT_<name> are read through ${!var}
 HOST_main='' PORT_main='' HOST_toggle='' PORT_toggle=''
 HOLDER_PID=
 REDIS_PID=
-bench_cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
+stop_helpers() {   # Redis and the holder of the advisory lock
     if [ -n "$REDIS_PID" ]; then
         kill "$REDIS_PID" 2>/dev/null || true
     fi
@@ -101,28 +91,16 @@ bench_cleanup() {
         kill "$HOLDER_PID" 2>/dev/null || true
         wait "$HOLDER_PID" 2>/dev/null || true
     fi
-    dlock_cleanup
-    bench_remove_work "$KEEP"
-    exit $rc
 }
-# our traps stop the clusters (dlock_cleanup) and remove the work directory
-bench_set_traps bench_cleanup
+# our traps stop Redis and the holder, the clusters, and remove the work directory
+bench_on_exit stop_helpers
 
 REVISION=$(bench_revision "$REPO" "$BUILD")
 
 [ "$REDIS" = 1 ] && DLOCK_PACKAGES+=(redis-server)
-dlock_ensure_packages
-if [ "$BUILD" = 1 ]; then
-    dlock_build_install "$REPO"
-    BUILD_DIR_TO_REMOVE=$DLOCK_BUILD_DIR
-    rm -rf "$BUILD_DIR_TO_REMOVE"
-elif [ ! -f "$("$DLOCK_PG_CONFIG" --sharedir)/extension/dlock.control" ]; then
-    echo "dlock is not installed; run without BUILD=0" >&2
-    exit 1
-fi
+bench_install
 
-WORK=$(mktemp -d /tmp/dlock-bench.XXXXXX)
-chmod 755 "$WORK"
+bench_work dlock-bench
 mkdir "$WORK/sql"
 
 COMMON_CONF=(
@@ -135,11 +113,10 @@ COMMON_CONF=(
 start_cluster() { # NAME PRELOAD_SETTING [CONF_LINE...] -> sets HOST_<NAME>, PORT_<NAME>
     local name=$1 spl=$2
     shift 2
-    dlock_cluster_start "$WORK/$name" auto "${COMMON_CONF[@]}" "shared_preload_libraries = '$spl'" "$@"
+    bench_cluster "$WORK/$name" "${COMMON_CONF[@]}" "shared_preload_libraries = '$spl'" "$@"
     printf -v "HOST_$name" '%s' "$DLOCK_PGHOST"
     printf -v "PORT_$name" '%s' "$DLOCK_PORT"
     psql -X -q -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d postgres <<'SQL'
-CREATE EXTENSION dlock;
 CREATE TABLE bench_lease (key text PRIMARY KEY, holder text, token bigint,
                           expires_at timestamptz NOT NULL) WITH (fillfactor = 70);
 CREATE SEQUENCE bench_token;
@@ -217,7 +194,6 @@ SELECT pg_try_advisory_lock(1000000);
 EOF
 
 # ---------------------------------------------------------------- clusters
-log "starting the benchmark cluster (shared_preload_libraries = 'dlock')"
 start_cluster main dlock
 if [[ " $SECTIONS " == *" preload "* ]]; then
     log "starting a second cluster for the preload section"

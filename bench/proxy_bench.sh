@@ -24,35 +24,23 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
-# shellcheck source=../scripts/lib.sh
-. "$REPO/scripts/lib.sh"
 # shellcheck source=common.sh
 . "$REPO/bench/common.sh"
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CLIENTS=${CLIENTS:-8}
-KEEP=${KEEP:-0}
-BUILD=${BUILD:-1}
 
-[ "$(id -u)" -eq 0 ] || { echo "run as root" >&2; exit 1; }
-cleanup() {
-    local d
-    for d in ${DLOCK_CLUSTERS[@]+"${DLOCK_CLUSTERS[@]}"}; do dlock_cluster_stop "$d"; done
-    bench_remove_work "$KEEP"
-}
-bench_set_traps cleanup
-dlock_ensure_packages
-if [ "$BUILD" = 1 ]; then dlock_build_install "$REPO"; fi
+bench_require_root bench/proxy_bench.sh
+bench_on_exit
+bench_install
 REV=$(bench_revision "$REPO" "$BUILD")
 
-WORK=$(mktemp -d /tmp/dlock-proxybench.XXXXXX)
-chmod 755 "$WORK"
+bench_work dlock-proxybench
 HOSTS=()
 PORTS=()
 for i in 0 1 2; do
-    dlock_cluster_start "$WORK/server$i" auto "max_connections = 100" >/dev/null
-    dlock_psql -qc 'CREATE EXTENSION dlock'
+    bench_cluster "$WORK/server$i" "max_connections = 100"
     HOSTS+=("$DLOCK_PGHOST")
     PORTS+=("$DLOCK_PORT")
 done

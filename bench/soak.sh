@@ -53,8 +53,6 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
-# shellcheck source=../scripts/lib.sh
-. "$REPO/scripts/lib.sh"
 # shellcheck source=common.sh
 . "$REPO/bench/common.sh"
 
@@ -70,59 +68,41 @@ CLAIM_CLIENTS=${CLAIM_CLIENTS:-2}
 KEYS=${KEYS:-1000}
 JOBS=${JOBS:-10000}
 BATCH=${BATCH:-10}
-BUILD=${BUILD:-1}
-KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
 SHRINK=${SHRINK:-1}
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench/soak.sh must run as root (PostgreSQL runs as the postgres user)." >&2
-    exit 1
-fi
+bench_require_root bench/soak.sh
 if [ "$LONGTX_END" -gt "$DURATION" ] || [ "$LONGTX" -lt 1 ]; then
     echo "the long transaction ($LONGTX_START..$LONGTX_END s) must fit in DURATION=$DURATION" >&2
     exit 1
 fi
 
-WORK=
 BG_PIDS=()
-soak_cleanup() {
-    local rc=$? p
-    trap - EXIT INT TERM
+stop_clients() {
+    local p
     for p in ${BG_PIDS[@]+"${BG_PIDS[@]}"}; do
         kill "$p" 2>/dev/null || true
     done
     for p in ${BG_PIDS[@]+"${BG_PIDS[@]}"}; do
         wait "$p" 2>/dev/null || true
     done
-    dlock_cleanup
-    # kept also when the soak failed, for its logs
-    if [ $rc -ne 0 ]; then bench_remove_work 1; else bench_remove_work "$KEEP"; fi
-    exit $rc
 }
-bench_set_traps soak_cleanup
+# the work directory is kept also when the soak failed, for its logs
+# shellcheck disable=SC2034  # read by bench__exit (common.sh)
+BENCH_KEEP_FAILED=1
+bench_on_exit stop_clients
 
-dlock_ensure_packages
-if [ "$BUILD" = 1 ]; then
-    dlock_build_install "$REPO"
-    rm -rf "$DLOCK_BUILD_DIR"
-elif [ ! -f "$("$DLOCK_PG_CONFIG" --sharedir)/extension/dlock.control" ]; then
-    echo "dlock is not installed; run without BUILD=0" >&2
-    exit 1
-fi
+bench_install
 
-WORK=$(mktemp -d /tmp/dlock-soak.XXXXXX)
-chmod 755 "$WORK"
-dlock_cluster_start "$WORK/cluster" auto \
+bench_work dlock-soak
+bench_cluster "$WORK/cluster" \
     "max_connections = 60" \
     "log_autovacuum_min_duration = 0" \
     "checkpoint_timeout = '5min'" \
     "max_wal_size = '2GB'"
-bench_set_traps soak_cleanup   # ours (which also calls dlock_cleanup) must stay the EXIT trap
 
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d postgres "$@"; }
 
-q -c "CREATE EXTENSION dlock"
 PGSTATTUPLE=0
 if q -c "CREATE EXTENSION IF NOT EXISTS pgstattuple" >/dev/null 2>&1; then PGSTATTUPLE=1; fi
 

@@ -36,48 +36,21 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$HERE")
-# shellcheck source=../scripts/lib.sh
-. "$REPO/scripts/lib.sh"
 # shellcheck source=common.sh
 . "$REPO/bench/common.sh"
 
 TRIALS=${TRIALS:-200}
 ROUNDS=${ROUNDS:-3}
-BUILD=${BUILD:-1}
-KEEP=${KEEP:-0}
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench/watch_bench.sh must run as root (PostgreSQL runs as the postgres user)." >&2
-    exit 1
-fi
-
-WORK=
-bench_cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    dlock_cleanup
-    bench_remove_work "$KEEP"
-    exit $rc
-}
-# our traps stop the cluster (dlock_cleanup) and remove the work directory
-bench_set_traps bench_cleanup
+bench_require_root bench/watch_bench.sh
+bench_on_exit
 
 REVISION=$(bench_revision "$REPO" "$BUILD")
 
-dlock_ensure_packages
-if [ "$BUILD" = 1 ]; then
-    dlock_build_install "$REPO"
-    rm -rf "$DLOCK_BUILD_DIR"
-elif [ ! -f "$("$DLOCK_PG_CONFIG" --sharedir)/extension/dlock.control" ]; then
-    echo "dlock is not installed; run without BUILD=0" >&2
-    exit 1
-fi
+bench_install
 
-WORK=$(mktemp -d /tmp/dlock-watch-bench.XXXXXX)
-chmod 755 "$WORK"
-log "starting the benchmark cluster (shared_preload_libraries = 'dlock')"
-dlock_cluster_start "$WORK/c" auto "max_connections = 20"
-dlock_psql -q -c 'CREATE EXTENSION dlock'
+bench_work dlock-watch-bench
+bench_cluster "$WORK/c" "max_connections = 20"
 gcc -O2 -o "$WORK/watch_timer" "$HERE/watch_timer.c" -I"$("$DLOCK_PG_CONFIG" --includedir)" \
     -L"$("$DLOCK_PG_CONFIG" --libdir)" -lpq -lpthread
 conn="host=$DLOCK_PGHOST port=$DLOCK_PORT user=postgres dbname=postgres"

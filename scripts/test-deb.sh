@@ -183,6 +183,19 @@ SQL
         echo "$out"
         notok "$what: the installed extension does not work"
     fi
+    # every install and upgrade script of the checkout is installed: the
+    # default version's full script (what CREATE EXTENSION dlock runs) and
+    # the upgrades from every released version
+    local f missing=
+    for f in "$REPO"/dlock--*.sql "$REPO"/dlock_proxy--*.sql; do
+        f=$(basename "$f")
+        [ -f "$r/usr/share/postgresql/$MAJOR/extension/$f" ] || missing+=" $f"
+    done
+    if [ -z "$missing" ]; then
+        ok "$what: every dlock--*.sql and dlock_proxy--*.sql of the checkout is installed"
+    else
+        notok "$what: not installed:$missing"
+    fi
 }
 
 # --- from source, then make dist and PGXN, in one root ---

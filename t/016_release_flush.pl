@@ -25,85 +25,55 @@ use PostgreSQL::Test::Utils;
 use FindBin;
 use lib $FindBin::RealBin;
 use DlockProcesses;    # every process started here is stopped on every exit path
+use DlockFlush;        # flush_node, flushed
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('flush');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'dlock'
-wal_writer_delay = '10s'
-autovacuum = off
-checkpoint_timeout = '1h'
-max_prepared_transactions = 2
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION dlock');
-$node->safe_psql('postgres', 'CREATE TABLE other (n int)');
-# no dead catalog rows left for a later connection to prune (and log) while
-# a test looks at the flush position
-$node->safe_psql('postgres', 'VACUUM');
-$node->safe_psql('postgres', 'CHECKPOINT');
-
-# flushed(SQL): runs SQL in a session of its own and notes where WAL
-# insertion stood right after it; then reports from another session whether
-# WAL is flushed up to there.  Comparing against that mark, not against the
-# insert position when the second session asks, keeps WAL that the second
-# session or anyone else inserts meanwhile (a page pruned while reading the
-# catalogs at connection) out of the answer.
-sub flushed
-{
-	my ($sql) = @_;
-	my @out = split /\n/,
-	  $node->safe_psql('postgres', "$sql; SELECT pg_current_wal_insert_lsn()");
-	my $mark = $out[-1];
-	return $node->safe_psql('postgres',
-		"SELECT pg_current_wal_flush_lsn() >= '$mark'::pg_lsn");
-}
+my $node = flush_node('flush', "max_prepared_transactions = 2\n");
 
 sub acquire
 {
 	my ($key) = @_;
 	# an acquire on its own waits for its flush: afterwards all is flushed
-	is(flushed("SELECT dlock_acquire('$key', 'h', '1 hour')"),
+	is(flushed($node, "SELECT dlock_acquire('$key', 'h', '1 hour')"),
 		't', "$key: the acquire is flushed");
 	return;
 }
 
 # --- releases that do not wait for their flush ---
 acquire('f:auto');
-is(flushed("SELECT dlock_release('f:auto', 'h')"),
+is(flushed($node, "SELECT dlock_release('f:auto', 'h')"),
 	'f', 'a release on its own (autocommit) commits without waiting for its flush');
 
 acquire('f:all1');
 acquire('f:all2');
-is(flushed("SELECT dlock_release_all('h')"),
+is(flushed($node, "SELECT dlock_release_all('h')"),
 	'f', 'dlock_release_all on its own commits without waiting for its flush');
 
 # --- releases that wait ---
 acquire('f:block');
-is(flushed("BEGIN; SELECT dlock_release('f:block', 'h'); COMMIT;"),
+is(flushed($node, "BEGIN; SELECT dlock_release('f:block', 'h'); COMMIT;"),
 	't', 'a release in an explicit transaction block waits for its flush');
 
 acquire('f:stmt');
-is(flushed("SELECT dlock_release('f:stmt', 'h'), dlock_acquire('f:stmt2', 'h', '1 hour')"),
+is(flushed($node, "SELECT dlock_release('f:stmt', 'h'), dlock_acquire('f:stmt2', 'h', '1 hour')"),
 	't', 'a release in the same statement as an acquire waits for its flush');
 
 acquire('f:wrote');
-is(flushed("WITH i AS (INSERT INTO other VALUES (1) RETURNING n)"
+is(flushed($node, "WITH i AS (INSERT INTO other VALUES (1) RETURNING n)"
 	  . " SELECT dlock_release('f:wrote', 'h') FROM i"),
 	't', 'a release in a transaction that wrote something else waits for its flush');
 
 acquire('f:2pc');
 $node->safe_psql('postgres',
 	"BEGIN; SELECT dlock_release('f:2pc', 'h'); PREPARE TRANSACTION 'rel'");
-is(flushed("COMMIT PREPARED 'rel'"), 't', 'COMMIT PREPARED of a release waits for its flush');
+is(flushed($node, "COMMIT PREPARED 'rel'"), 't', 'COMMIT PREPARED of a release waits for its flush');
 
 # the one kind of release that is not flushed can be lost in a crash, and
 # then the lease is back with its releasing holder and token: nobody else's
 acquire('f:lost');
 my $token = $node->safe_psql('postgres',
 	"SELECT token FROM dlock_locks WHERE key = 'f:lost'");
-is(flushed("SELECT dlock_release('f:lost', 'h')"), 'f', 'the release is not flushed yet');
+is(flushed($node, "SELECT dlock_release('f:lost', 'h')"), 'f', 'the release is not flushed yet');
 $node->stop('immediate');
 $node->start;
 is( $node->safe_psql(
@@ -115,7 +85,7 @@ is( $node->safe_psql(
 
 # a release in a transaction block survives the crash
 acquire('f:kept');
-is(flushed("BEGIN; SELECT dlock_release('f:kept', 'h'); COMMIT;"), 't', 'flushed');
+is(flushed($node, "BEGIN; SELECT dlock_release('f:kept', 'h'); COMMIT;"), 't', 'flushed');
 $node->stop('immediate');
 $node->start;
 is($node->safe_psql('postgres', "SELECT count(*) FROM dlock_locks WHERE key = 'f:kept'"),

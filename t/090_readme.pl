@@ -6,8 +6,10 @@
 # README without SQL examples, fails this test.  Then the reference: every
 # function, view and dlock.* setting of the installed extension is named in
 # the README's Reference section, and every function and view has a comment.
-# Last, the version strings of dlock.control, META.json, debian/changelog and
-# CHANGELOG.md agree.
+# Then the version strings of dlock.control, META.json, debian/changelog and
+# CHANGELOG.md agree, and META.json names the default version's full install
+# script.  Last, docs/design.md ("Where things are") names every file of
+# src/.
 
 use strict;
 use warnings;
@@ -109,6 +111,24 @@ my ($deb) = slurp('debian/changelog') =~ /\Adlock \(([^)]+)\)/;
 is($deb, "$control.0", "debian/changelog's latest entry is $control.0");
 my ($changelog) = slurp('CHANGELOG.md') =~ /^## +([0-9][0-9.]*)/m;
 is($changelog, $control, "CHANGELOG.md's latest section is ## $control");
+
+# PGXN's provides.dlock.file: the script CREATE EXTENSION dlock runs, the
+# default version's full install script, which must exist
+is($meta->{provides}{dlock}{file}, "dlock--$control.sql",
+	"META.json's provides.dlock file is dlock--$control.sql");
+ok(-f "dlock--$control.sql", "the full install script dlock--$control.sql exists");
+
+# docs/design.md names every source file (a new file of src/ gets its place
+# in "Where things are"), as a whole name: claim.c is not named by
+# dlock_claim.c
+my $design = slurp('docs/design.md');
+my @src = sort glob('src/*.c src/*.h');
+cmp_ok(scalar(@src), '>=', 40, 'src/ has its files');
+for my $f (@src)
+{
+	(my $base = $f) =~ s{.*/}{};
+	like($design, qr/(?<![\w.])\Q$base\E(?![\w])/, "docs/design.md names $f");
+}
 
 $node->stop;
 done_testing();

@@ -334,6 +334,38 @@ def lease_renewer(conn: Conn, key: str, holder: str, ttl: float, token: int
     return renew
 
 
+class LeaseState:
+    """What `dlock.Lease` and `dlock.aio.Lease` share: their arguments,
+    checked (``key`` a non-empty string, ``ttl`` above 0, ``wait`` at least
+    0, ``holder`` by default `default_holder`), their state, and losing.
+    ``lost`` is the event each API waits on (a `threading.Event` or an
+    `asyncio.Event`)."""
+
+    def __init__(self, conninfo: str, key: str, ttl: Seconds, wait: Seconds,
+                 holder: Optional[str], on_lost: Optional[Callable[[Any], Any]],
+                 connect_kwargs: Dict[str, Any], lost: Any):
+        if not isinstance(key, str) or not key:
+            raise ValueError("key must be a non-empty string")
+        self.key = key
+        self.holder = holder if holder is not None else default_holder()
+        self.ttl = seconds(ttl, "ttl")
+        self.wait = seconds(wait, "wait", positive=False)
+        self.token: Optional[int] = None
+        self.lost = lost
+        self.lost_reason: Optional[str] = None
+        self.released: Optional[bool] = None
+        self._on_lost = on_lost
+        self._conn = Conn(conninfo, connect_kwargs)
+        self._keeper: Optional[Keeper] = None
+        self._done = False
+
+    def _lose(self, exc: LeaseLost) -> None:
+        self.lost_reason = str(exc)
+        self.lost.set()
+        if self._on_lost is not None:
+            self._on_lost(self)
+
+
 # ---------------------------------------------------------------------------
 # claims
 # ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from .errors import Error, LeaseLost
 __all__ = ["Lease", "lease"]
 
 
-class Lease:
+class Lease(_core.LeaseState):
     """A lease on ``key``: acquired by ``with`` (or `acquire`), renewed every
     ttl/3 on a connection of its own, released (with its token) at the end
     of the block, whether it raised or not.
@@ -28,25 +28,15 @@ class Lease:
     server's answer to the release, None before it or when unreachable).
     """
 
+    lost: threading.Event
+
     def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
                  holder: Optional[str] = None,
                  on_lost: Optional[Callable[["Lease"], Any]] = None,
                  **connect_kwargs: Any):
-        if not isinstance(key, str) or not key:
-            raise ValueError("key must be a non-empty string")
-        self.key = key
-        self.holder = holder if holder is not None else _core.default_holder()
-        self.ttl = _core.seconds(ttl, "ttl")
-        self.wait = _core.seconds(wait, "wait", positive=False)
-        self.token: Optional[int] = None
-        self.lost = threading.Event()
-        self.lost_reason: Optional[str] = None
-        self.released: Optional[bool] = None
-        self._on_lost = on_lost
-        self._conn = _core.Conn(conninfo, connect_kwargs)
+        super().__init__(conninfo, key, ttl, wait, holder, on_lost, connect_kwargs,
+                         threading.Event())
         self._loop: Optional[LoopThread] = None
-        self._keeper: Optional[_core.Keeper] = None
-        self._done = False
 
     # -- acquiring and releasing ------------------------------------------
     def acquire(self) -> "Lease":
@@ -70,12 +60,6 @@ class Lease:
             self._lose)
         self._keeper.start()
         return token
-
-    def _lose(self, exc: LeaseLost) -> None:
-        self.lost_reason = str(exc)
-        self.lost.set()
-        if self._on_lost is not None:
-            self._on_lost(self)
 
     def release(self) -> Optional[bool]:
         """Stop renewing and release the lease with its token.  Returns the

@@ -20,31 +20,21 @@ from .errors import Error, LeaseLost
 __all__ = ["Lease", "lease", "Batch", "Claims", "claims"]
 
 
-class Lease:
+class Lease(_core.LeaseState):
     """The asyncio twin of `dlock.Lease`: ``lost`` is an `asyncio.Event`,
     `execute` takes an `AsyncCursor`, the rest is the same.  A task
     cancelled inside the block releases the lease on its way out; one
     cancelled while it waits to acquire leaves nothing held."""
 
+    lost: asyncio.Event
+
     def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
                  holder: Optional[str] = None,
                  on_lost: Optional[Callable[["Lease"], Any]] = None,
                  **connect_kwargs: Any):
-        if not isinstance(key, str) or not key:
-            raise ValueError("key must be a non-empty string")
-        self.key = key
-        self.holder = holder if holder is not None else _core.default_holder()
-        self.ttl = _core.seconds(ttl, "ttl")
-        self.wait = _core.seconds(wait, "wait", positive=False)
-        self.token: Optional[int] = None
-        self.lost = asyncio.Event()
-        self.lost_reason: Optional[str] = None
-        self.released: Optional[bool] = None
-        self._on_lost = on_lost
-        self._conn = _core.Conn(conninfo, connect_kwargs)
-        self._keeper: Optional[_core.Keeper] = None
+        super().__init__(conninfo, key, ttl, wait, holder, on_lost, connect_kwargs,
+                         asyncio.Event())
         self._started = False
-        self._done = False
 
     async def acquire(self) -> "Lease":
         """Acquire the key, waiting up to ``wait``; raises `NotAcquired`."""
@@ -63,12 +53,6 @@ class Lease:
             self._lose)
         self._keeper.start()
         return self
-
-    def _lose(self, exc: LeaseLost) -> None:
-        self.lost_reason = str(exc)
-        self.lost.set()
-        if self._on_lost is not None:
-            self._on_lost(self)
 
     async def release(self) -> Optional[bool]:
         """Stop renewing and release with the token; the server's answer
