@@ -25,7 +25,7 @@ typedef enum DlockAcquireResult
 #define DLOCK_ACQ_OK(r) ((r) <= DLOCK_ACQ_EXTENDED)
 
 extern DlockAcquireResult dlock_lease_try_acquire(text *key, text *holder,
-												  int64 ttl_us,
+												  int64 ttl_us, int slots,
 												  bool queue_blocks,
 												  bool woken,
 												  int64 *token,
@@ -40,7 +40,8 @@ extern bool dlock_lease_force_release(text *key);
 
 /* acquire.c: one attempt, or a wait in the key's queue */
 extern bool dlock_acquire(text *key, text *holder, int64 ttl_us,
-						  int64 wait_us, int64 *token);
+						  int64 wait_us, int slots, int64 *token);
+extern void dlock_slots_mismatch(int key_slots, int asked);
 
 
 #endif							/* DLOCK_LEASE_H */

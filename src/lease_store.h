@@ -24,6 +24,8 @@ typedef struct DlockLease
 	int64		ttl_us;			/* ttl it was granted with */
 	TimestampTz acquired_at;
 	TimestampTz expires_at;
+	int			slot;			/* its slot (0 for a lease) */
+	int			slots;			/* the key's slots when granted (1: a lease) */
 	ItemPointerData tid;		/* the row version read */
 	TransactionId changing;		/* another transaction in progress that
 								 * updated that version (a bulk release: see
@@ -32,7 +34,10 @@ typedef struct DlockLease
 
 /* dlock.lease, opened for one call (store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
+extern bool dlock_lease_store_has_slots(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
+extern DlockLease *dlock_lease_store_fetch_all(DlockStore *s, text *key,
+											   int *n);
 
 extern void dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,
