@@ -209,7 +209,7 @@ ALTER TABLE dlock.lease
 COMMENT ON COLUMN dlock.lease.slot IS
 'which of the key''s slots this row is (0 for a lease)';
 COMMENT ON COLUMN dlock.lease.slots IS
-'the slots of the key when this row was granted (1: a lease)';
+'the slots of the key when this row was granted (1: a lease, -1: a shared lease)';
 ALTER TABLE dlock.lease
     DROP CONSTRAINT lease_pkey,
     ADD CONSTRAINT lease_pkey PRIMARY KEY (key, slot);
@@ -226,5 +226,18 @@ AS 'MODULE_PATHNAME', 'dlock_acquire_slots_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
 'acquire one of slots places of the counting semaphore key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
+
+-- Shared leases: any number of shared holders of a key, or the one holder of
+-- its lease (dlock_acquire), in the FIFO order of the key's queue, so that a
+-- lease waiting behind shared holders is not starved by later ones.  Rows of
+-- slots -1 (lease.c).
+CREATE FUNCTION dlock_acquire_shared(key text, holder text,
+                                     ttl interval DEFAULT '30 seconds',
+                                     wait interval DEFAULT '0')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire_shared_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire_shared(text, text, interval, interval) IS
+'acquire a shared lease on key for holder until now + ttl (any number of shared holders, or one holder of the lease), waiting up to wait; returns the fencing token, or NULL when not acquired';
 
 -- (end of semaphores and shared leases)

@@ -23,7 +23,9 @@
 
 /*
  * One attempt.  Waiters of the key asked for the same slots as this
- * acquire, or it is an error (as it is when its holders did: lease.c).
+ * acquire, or it is an error (as it is when its holders did: lease.c);
+ * a lease and shared leases queue together, in one FIFO order, so that
+ * shared leases arriving after a waiting lease wait behind it.
  */
 static DlockAcquireResult
 attempt(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
@@ -32,7 +34,7 @@ attempt(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 	int			queue_slots;
 	bool		blocks = dlock_wait_queue_blocks(hash, &queue_slots);
 
-	if (queue_slots != 0 && queue_slots != slots)
+	if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))
 		dlock_slots_mismatch(queue_slots, slots);
 	return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,
 								   token, expires_at);

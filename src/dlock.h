@@ -18,6 +18,23 @@
 #define DLOCK_MAX_SLOTS			1000	/* holders of one semaphore */
 
 /*
+ * The slots of shared leases (dlock_acquire_shared): up to DLOCK_MAX_SLOTS
+ * shared holders at once, or one holder of the lease (slots 1).
+ */
+#define DLOCK_SLOTS_SHARED		(-1)
+
+/*
+ * Whether acquires asking for slots a and b may hold or wait for one key:
+ * the same slots, or a lease and shared leases (which exclude each other
+ * by taking turns, not by an error).
+ */
+static inline bool
+dlock_slots_compatible(int a, int b)
+{
+	return a == b || (a <= 1 && b <= 1);
+}
+
+/*
  * Rows one dlock_cleanup() call deletes at most, of leases and of claims
  * each, so that one call stays short: its deletes keep writers of those
  * keys waiting until they commit, and the key lock of every claim row it

@@ -88,9 +88,10 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 	 * Only a release that is its transaction as a whole: the waiter learns
 	 * the outcome at this transaction's end, which a transaction block could
 	 * put off indefinitely or make a PREPARE.  Only a lease: a semaphore's
-	 * freed slot goes to its head waiter, woken at this commit (xact.c).
+	 * (or shared lease's) freed slot goes to its head waiter, woken at this
+	 * commit (xact.c).
 	 */
-	if (l->slots <= 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))
+	if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))
 	{
 		/* remembered first: an error from here on must reach the waiter */
 		PendingOffer *p = remember_offer(&o, key);

@@ -19,15 +19,20 @@
  * once and takes no lock; release, renew and validate, which mostly come
  * from the holder, take the lock first and read once.
  *
- * Semaphores (issue 26).  An acquire with slots n > 1 admits up to n
- * holders of the key at once, one row each: (key, slot) is the primary
- * key, a lease is slot 0 with slots 1, and slot 0's slots says which a key
- * is.  So a lease is still read with one index probe; a semaphore's rows
- * are read together (dlock_lease_store_fetch_all), all under the one key
- * lock.  Every live row of a key has the same slots (an acquire naming
- * other slots is an error), and rows of slots > 0 are only ever granted
- * while slot 0 says slots > 1 (a grant takes the lowest free slot), so a
- * slot 0 row with slots 1 means no other row of the key is live.
+ * Semaphores (issue 26; reading a key's rows: lease_read.c).  An acquire
+ * with slots n > 1 admits up to n holders of the key at once, one row
+ * each: (key, slot) is the primary key, a lease is slot 0 with slots 1,
+ * and slot 0's slots says which a key is.  So a lease is still read with
+ * one index probe; a semaphore's rows are read together
+ * (dlock_lease_store_fetch_all), all under the one key lock.  Every live
+ * row of a key has the same slots (an acquire naming other slots is an
+ * error), and rows above slot 0 are only ever granted while slot 0 says
+ * slots other than 1 (a grant takes the lowest free slot), so a slot 0 row
+ * with slots 1 means no other row of the key is live.
+ *
+ * Shared leases are rows of slots DLOCK_SLOTS_SHARED, taken as a
+ * semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live shared rows
+ * or a live lease, never both; the queue keeps their turns (acquire.c).
  *
  * Hand-over.  A release (or release_all, force_release) in a transaction
  * of its own that frees a key with a waiter at the head of its queue
@@ -67,27 +72,12 @@
 
 /* ---- decisions ---- */
 
-static inline bool
-lease_live(const DlockLease *l, TimestampTz now)
-{
-	return l->held && l->expires_at > now;
-}
-
-static bool
-lease_is_ours(const DlockLease *l, text *holder, Oid role)
-{
-	return l->held && l->owner == role &&
-		VARSIZE_ANY_EXHDR(l->holder) == VARSIZE_ANY_EXHDR(holder) &&
-		memcmp(VARDATA_ANY(l->holder), VARDATA_ANY(holder),
-			   VARSIZE_ANY_EXHDR(holder)) == 0;
-}
-
 /* ours, live, and (if a token is given) exactly that grant */
 static bool
 lease_held_by(const DlockLease *l, text *holder, Oid role, TimestampTz now,
 			  bool has_token, int64 token)
 {
-	return lease_live(l, now) && lease_is_ours(l, holder, role) &&
+	return dlock_lease_live(l, now) && dlock_lease_is_ours(l, holder, role) &&
 		(!has_token || l->token == token);
 }
 
@@ -109,118 +99,6 @@ give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
 {
 	dlock_key_unlock(kl, mode);
 	(void) dlock_wait_wake_key(kl->hash);
-}
-
-/* An acquire naming other slots than the key's holders or waiters. */
-void
-dlock_slots_mismatch(int key_slots, int asked)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("slots does not match the key's"),
-			 errdetail("The key is held or waited for with slots = %d; this acquire asked for slots = %d.",
-					   key_slots, asked),
-			 errhint("Every acquire of a key must name the same slots while anyone holds it or waits for it.")));
-}
-
-/* What an acquire finds on a key (read_key). */
-typedef enum KeyState
-{
-	KEY_OURS,					/* the holder's own live lease or slot */
-	KEY_FULL,					/* every slot held by others */
-	KEY_FREE					/* a slot to grant: *target */
-} KeyState;
-
-/*
- * A semaphore, or a key without a slot 0 row: all of its rows.  Fills in
- * what read_key says (see there).
- */
-static KeyState
-read_slots(DlockStore *s, text *key, text *holder, Oid role, int slots,
-		   DlockLease *target, TimestampTz *now, TimestampTz *busy_until,
-		   bool *changing)
-{
-	int			n;
-	DlockLease *ls = dlock_lease_store_fetch_all(s, key, &n);
-	bool		used[DLOCK_MAX_SLOTS] = {0};
-	int			live = 0;
-	int			key_slots = 0;
-	int			ours = -1;
-	int			free_slot;
-
-	*now = GetCurrentTimestamp();
-	*busy_until = 0;
-	for (int i = 0; i < n; i++)
-	{
-		if (TransactionIdIsValid(ls[i].changing))
-			*changing = true;
-		if (!lease_live(&ls[i], *now))
-			continue;
-		live++;
-		key_slots = ls[i].slots;
-		if (ls[i].slot >= 0 && ls[i].slot < DLOCK_MAX_SLOTS)
-			used[ls[i].slot] = true;
-		if (*busy_until == 0 || ls[i].expires_at < *busy_until)
-			*busy_until = ls[i].expires_at;
-		if (lease_is_ours(&ls[i], holder, role))
-			ours = i;
-	}
-	if (live > 0 && key_slots != slots)
-		dlock_slots_mismatch(key_slots, slots);
-	if (ours >= 0)
-	{
-		*target = ls[ours];
-		return KEY_OURS;
-	}
-	if (live >= slots)
-		return KEY_FULL;
-	for (free_slot = 0; free_slot < slots - 1 && used[free_slot]; free_slot++)
-		;
-	memset(target, 0, sizeof(*target));
-	target->slot = free_slot;
-	for (int i = 0; i < n; i++)
-		if (ls[i].slot == free_slot)
-			*target = ls[i];
-	target->slots = slots;
-	return KEY_FREE;
-}
-
-/*
- * Read what an acquire of key with slots decides on: the holder's own
- * live lease or slot (KEY_OURS, in *target), no room (KEY_FULL, until
- * *busy_until at the earliest), or the row to grant (KEY_FREE, in
- * *target, with its slot and slots set; found false for a new row).
- * *changing: another open transaction is changing a row of the key (a
- * bulk release).  An acquire naming other slots than the key's live
- * holders is an error.  A lease (slot 0 with slots 1) is one row: read
- * with one index probe, as before semaphores.
- */
-static KeyState
-read_key(DlockStore *s, text *key, text *holder, Oid role, int slots,
-		 DlockLease *target, TimestampTz *now, TimestampTz *busy_until,
-		 bool *changing)
-{
-	if (slots > 1 && !dlock_lease_store_has_slots(s))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("semaphores need dlock 0.4's tables"),
-				 errhint("Run ALTER EXTENSION dlock UPDATE in this database.")));
-	dlock_lease_store_fetch(s, key, target);
-	*changing = TransactionIdIsValid(target->changing);
-	if (!target->found || target->slots != 1)
-		return read_slots(s, key, holder, role, slots, target, now,
-						  busy_until, changing);
-	/* a lease, or a free key whose last holder held a lease */
-	*now = GetCurrentTimestamp();
-	*busy_until = target->expires_at;
-	if (!lease_live(target, *now))
-	{
-		target->slots = slots;
-		return KEY_FREE;
-	}
-	if (slots != 1)
-		dlock_slots_mismatch(1, slots);
-	return lease_is_ours(target, holder, role) ? KEY_OURS : KEY_FULL;
 }
 
 /*
@@ -249,7 +127,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 	TimestampTz now;
 	TimestampTz busy_until;
 	bool		changing;
-	KeyState	st;
+	DlockKeyState st;
 	DlockAcquireResult res;
 
 	if (woken && queue_blocks)
@@ -258,13 +136,13 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 	dlock_lease_store_open(&s);
 	if (!woken)
 	{
-		st = read_key(&s, key, holder, role, slots, &l, &now, &busy_until,
-					  &changing);
-		if (st == KEY_FULL || (queue_blocks && st != KEY_OURS))
+		st = dlock_lease_read_key(&s, key, holder, role, slots, &l, &now,
+								  &busy_until, &changing);
+		if (st == DLOCK_KEY_FULL || (queue_blocks && st != DLOCK_KEY_OURS))
 		{
 			*expires_at = busy_until;
 			dlock_store_close(&s);
-			return st == KEY_FULL ? DLOCK_ACQ_BUSY : DLOCK_ACQ_QUEUED;
+			return st == DLOCK_KEY_FULL ? DLOCK_ACQ_BUSY : DLOCK_ACQ_QUEUED;
 		}
 	}
 
@@ -275,8 +153,8 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		return DLOCK_ACQ_LOCKED;
 	}
 
-	st = read_key(&s, key, holder, role, slots, &l, &now, &busy_until,
-				  &changing);
+	st = dlock_lease_read_key(&s, key, holder, role, slots, &l, &now,
+							  &busy_until, &changing);
 	if (changing)
 	{
 		/* a bulk release still working: as if it held the key lock */
@@ -285,14 +163,14 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		return DLOCK_ACQ_LOCKED;
 	}
 	*expires_at = now + ttl_us;
-	if (st == KEY_FULL)
+	if (st == DLOCK_KEY_FULL)
 	{
 		*expires_at = busy_until;
 		dlock_key_unlock(&kl, ExclusiveLock);
 		dlock_store_close(&s);
 		return DLOCK_ACQ_BUSY;
 	}
-	else if (st == KEY_OURS)
+	else if (st == DLOCK_KEY_OURS)
 	{
 		dlock_lease_store_extend(&s, key, &l, ttl_us, *expires_at);
 		*token = l.token;
@@ -587,7 +465,7 @@ dlock_lease_force_release(text *key)
 	/* a semaphore: all of its holders */
 	for (int i = 0; i < n; i++)
 	{
-		if (!lease_live(&ls[i], now))
+		if (!dlock_lease_live(&ls[i], now))
 			continue;
 		dlock_lease_free_or_hand_over(&s, key, &ls[i], now, &kl);
 		ok = true;

@@ -78,6 +78,33 @@ dlock_acquire_slots_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * dlock_acquire_shared(key text, holder text,
+ *						ttl interval DEFAULT '30 seconds',
+ *						wait interval DEFAULT '0') RETURNS bigint
+ *
+ * A shared lease: any number of shared holders at once (up to
+ * DLOCK_MAX_SLOTS), or the one holder of the key's lease (dlock_acquire),
+ * in the FIFO order of the key's queue.  The fencing token, or NULL when
+ * not acquired within wait.  NULL arguments are errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_acquire_shared_sql);
+Datum
+dlock_acquire_shared_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
+	int64		wait_us = dlock_arg_wait(fcinfo, 3);
+	int64		token;
+
+	dlock_arg_writes_allowed("dlock_acquire_shared()");
+	if (!dlock_acquire(key, holder, ttl_us, wait_us, DLOCK_SLOTS_SHARED,
+					   &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/*
  * dlock_release(key text, holder text, token bigint DEFAULT NULL)
  *		RETURNS boolean
  *

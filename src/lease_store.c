@@ -292,7 +292,7 @@ form_row(DlockStore *s, text *key, const DlockLease *v)
 		values[Anum_lease_slot - 1] = Int16GetDatum((int16) v->slot);
 		values[Anum_lease_slots - 1] = Int16GetDatum((int16) v->slots);
 	}
-	else if (v->slot != 0 || v->slots > 1)
+	else if (v->slot != 0 || v->slots != 1)
 		elog(ERROR, "dlock: a semaphore row in a table without slots");
 	return heap_form_tuple(RelationGetDescr(s->rel), values, nulls);
 }

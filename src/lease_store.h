@@ -32,6 +32,23 @@ typedef struct DlockLease
 								 * lease.c), or InvalidTransactionId */
 } DlockLease;
 
+/* the lease in *l is unexpired at now */
+static inline bool
+dlock_lease_live(const DlockLease *l, TimestampTz now)
+{
+	return l->held && l->expires_at > now;
+}
+
+/* the lease in *l is holder's, taken as role */
+static inline bool
+dlock_lease_is_ours(const DlockLease *l, text *holder, Oid role)
+{
+	return l->held && l->owner == role &&
+		VARSIZE_ANY_EXHDR(l->holder) == VARSIZE_ANY_EXHDR(holder) &&
+		memcmp(VARDATA_ANY(l->holder), VARDATA_ANY(holder),
+			   VARSIZE_ANY_EXHDR(holder)) == 0;
+}
+
 /* dlock.lease, opened for one call (store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
 extern bool dlock_lease_store_has_slots(DlockStore *s);

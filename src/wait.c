@@ -251,8 +251,9 @@ wait_exit_callback(int code, Datum arg)
  * Join the queue for a key.  takes_grant: a release may grant the lease
  * to this waiter in the release's own transaction (see "Hand-off").
  * Without shared memory there is no queue.  Every waiter of a key asks for
- * the same slots: when another waiter of the key asked for other slots,
- * this one does not join, and their number comes back (else 0).
+ * the same slots (or for a lease and shared leases): when another waiter
+ * of the key asked for other slots, this one does not join, and their
+ * number comes back (else 0).
  */
 int
 dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
@@ -276,7 +277,7 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
 		DlockWaitSlot *w = &waitq->slots[i];
 
 		if (w->in_use && w->key_hash == hash && w->dboid == MyDatabaseId &&
-			w->slots != slots)
+			!dlock_slots_compatible(w->slots, slots))
 		{
 			other = w->slots;
 			s = NULL;
