@@ -186,6 +186,8 @@ shared-upgrade@src/lease_read.c@\tif (live > 0 && key_slots != slots)\n\t\tretur
 shared-and-lease-do-not-mix@src/dlock.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
 shared-readers-exclude@src/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
 shared-over-lease@src/lease_read.c@\tif (slots == DLOCK_SLOTS_SHARED)\n\t\treturn DLOCK_KEY_FULL;@\tif (slots == DLOCK_SLOTS_SHARED)\n\t{\n\t\ttarget->slot = 1;\n\t\ttarget->found = false;\n\t\ttarget->slots = slots;\n\t\treturn DLOCK_KEY_FREE;\n\t}@regress:lease_shared
+cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args
+cli-slots-ignored@cli/acquire.c@\tif (o->slots > 0)\n\t{@\tif (false)\n\t{@tap:081_cli_args
 EOF
 )
 
