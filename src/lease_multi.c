@@ -45,6 +45,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "lease.h"
 #include "lease_multi.h"
 

@@ -17,6 +17,7 @@
 #include "utils/array.h"
 
 #include "args.h"
+#include "compat.h"
 #include "lease_multi.h"
 
 /* the keys array: one dimension, no NULL, each a valid key */
