@@ -241,3 +241,20 @@ COMMENT ON FUNCTION dlock_acquire_shared(text, text, interval, interval) IS
 'acquire a shared lease on key for holder until now + ttl (any number of shared holders, or one holder of the lease), waiting up to wait; returns the fencing token, or NULL when not acquired';
 
 -- (end of semaphores and shared leases)
+
+-- ==== several keys at once (issue 26) ====
+
+-- dlock_acquire_all: every key or none, one token per key in the order
+-- given; keys are taken in byte order (no deadlock between calls) inside
+-- an internal subtransaction (src/lease_multi.c).  Runs no SQL: no pinned
+-- search_path (src/no_search_path.h).
+CREATE FUNCTION dlock_acquire_all(keys text[], holder text,
+                                  ttl interval DEFAULT '30 seconds',
+                                  wait interval DEFAULT '0')
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'dlock_acquire_all_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire_all(text[], text, interval, interval) IS
+'acquire every key for holder until now + ttl, or none, waiting up to wait in all; returns one fencing token per key, in the order of keys, or NULL when not acquired';
+
+-- (end of several keys at once)

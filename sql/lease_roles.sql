@@ -43,7 +43,7 @@ SELECT p.oid::regprocedure AS function,
  WHERE p.proname <> 'dlock_claim'
    AND p.proname NOT IN ('dlock_acquire', 'dlock_acquire_shared', 'dlock_release',
                          'dlock_renew', 'dlock_validate', 'dlock_claimed',
-                         'dlock_claim_unheld');
+                         'dlock_claim_unheld', 'dlock_acquire_all');
 SELECT function, setting FROM dlock_function_config
  WHERE function::text ~ '^dlock_(acquire|release|renew|validate|release_all|force_release)\('
  ORDER BY function::text COLLATE "C";
