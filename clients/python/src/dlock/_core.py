@@ -30,17 +30,12 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
+from ._target import Target
 from .errors import DatabaseError, Error, LeaseLost, NotAcquired
 
 log = logging.getLogger("dlock")
 
 Seconds = Union[int, float, timedelta]
-
-ACQUIRE = "SELECT dlock_acquire(%s, %s, %s::interval, %s::interval)"
-RENEW = "SELECT dlock_renew(%s, %s, %s::interval, %s::bigint)"
-RELEASE = "SELECT dlock_release(%s, %s, %s::bigint)"
-RELEASE_HOLDER = "SELECT dlock_release(%s, %s)"
-VALIDATE = "SELECT dlock_validate(%s, %s, %s::bigint)"
 
 # SQLSTATEs after which a call is worth repeating on a new connection: the
 # server is going away or not ready, or this one is a standby (25006) that a
@@ -253,104 +248,102 @@ class Keeper:
 
 
 # ---------------------------------------------------------------------------
-# leases
+# leases (one key, a semaphore's slot, a shared lease, or several keys)
 # ---------------------------------------------------------------------------
 
-async def acquire(conn: Conn, key: str, holder: str, ttl: float, wait: float) -> Tuple[int, float]:
-    """(token, when the acquire that got it was sent).  Raises NotAcquired,
-    DatabaseError, LeaseLost; a call whose outcome is unknown is repeated
-    (the same holder gets the same token) while wait lasts, once at least."""
+async def acquire(conn: Conn, target: Target, holder: str, ttl: float, wait: float
+                  ) -> Tuple[List[int], float]:
+    """(tokens, when the acquire that got them was sent).  Raises
+    NotAcquired, DatabaseError, LeaseLost; a call whose outcome is unknown
+    is repeated (the same holder gets the same tokens) while wait lasts,
+    once at least."""
     start = now()
     wait_end = start + wait
     tries = 0
-    token: Optional[int] = None
+    tokens: Optional[List[int]] = None
     try:
         while True:
             tries += 1
             sent = now()
             left = max(0.0, wait_end - sent)
+            query, params = target.acquire(holder, ttl, left)
             try:
-                token = await conn.call(
-                    ACQUIRE, (key, holder, timedelta(seconds=ttl), timedelta(seconds=left)),
-                    sent + left + max(ttl, 5.0), cancel=True)
+                tokens = target.tokens(await conn.call(query, params, sent + left + max(ttl, 5.0),
+                                                       cancel=True))
                 break
             except Exception as exc:
                 if not retryable(exc) or (tries > 1 and now() >= wait_end):
-                    raise wrap(exc, f"dlock_acquire({key!r})")
+                    raise wrap(exc, f"{target.function}({target.label})")
                 await asyncio.sleep(0.2)
-        if token is None:
-            raise NotAcquired(f"{key!r} is held by someone else" +
+        if tokens is None:
+            raise NotAcquired(f"{target.label}: held by someone else" +
                               (f" (waited {wait:g} s)" if wait > 0 else ""))
         answered = now()
         if answered - sent > ttl / 6:
             # it waited: when it was granted is not known; a renewal tells
             sent = now()
-            ok = await conn.call(RENEW, (key, holder, timedelta(seconds=ttl), token),
-                                 sent + ttl)
+            ok = await conn.call(*target.renew(holder, ttl, tokens), sent + ttl)
             if not ok:
-                raise LeaseLost(f"{key!r} was lost before it could be used")
-        return int(token), sent
+                raise LeaseLost(f"{target.label} was lost before it could be used")
+        return tokens, sent
     except (NotAcquired, LeaseLost):
         raise
     except BaseException as exc:
         # cancelled or failed with the outcome unknown: give back whatever
         # this holder (unique to this lease) may have been granted
         if not (isinstance(exc, DatabaseError) and not retryable(exc.__cause__ or exc)):
-            await asyncio.shield(_forget(conn, key, holder, token))
+            await asyncio.shield(_forget(conn, target, holder, tokens))
         raise
 
 
-async def _forget(conn: Conn, key: str, holder: str, token: Optional[int]) -> None:
+async def _forget(conn: Conn, target: Target, holder: str, tokens: Optional[List[int]]) -> None:
     try:
-        if token is not None:
-            await conn.call(RELEASE, (key, holder, token), now() + 5.0)
-        else:
-            await conn.call(RELEASE_HOLDER, (key, holder), now() + 5.0)
+        await conn.call(*target.forget(holder, tokens), now() + 5.0)
     except Exception as exc:
-        log.warning("dlock: could not give %r back (it lapses by itself): %s", key, exc)
+        log.warning("dlock: could not give %s back (it lapses by itself): %s", target.label, exc)
 
 
-async def release(conn: Conn, key: str, holder: str, token: int, lapses_at: float) -> Optional[bool]:
-    """The server's answer to dlock_release with the token (False: it was
-    no longer held), or None when no server answered before the lease
-    lapsed (one try at least).  Raises DatabaseError for a server error."""
+async def release(conn: Conn, target: Target, holder: str, tokens: List[int],
+                  lapses_at: float) -> Optional[bool]:
+    """The server's answer to dlock_release with the tokens (False: not
+    held any more; of several keys, one at least), or None when no server
+    answered before the lease lapsed (one try at least).  Raises
+    DatabaseError for a server error."""
     deadline = max(lapses_at, now() + 2.0)
     while True:
         try:
-            return bool(await conn.call(RELEASE, (key, holder, token), deadline))
+            return bool(await conn.call(*target.release(holder, tokens), deadline))
         except Exception as exc:
             if not retryable(exc):
-                raise wrap(exc, f"dlock_release({key!r})")
+                raise wrap(exc, f"dlock_release({target.label})")
             if now() + 0.2 >= deadline:
-                log.warning("dlock: could not release %r (it lapses by itself): %s", key, exc)
+                log.warning("dlock: could not release %s (it lapses by itself): %s", target.label, exc)
                 return None
             await asyncio.sleep(0.2)
 
 
-def lease_renewer(conn: Conn, key: str, holder: str, ttl: float, token: int
+def lease_renewer(conn: Conn, target: Target, holder: str, ttl: float, tokens: List[int]
                   ) -> Callable[[float], Awaitable[bool]]:
     async def renew(deadline: float) -> bool:
-        return bool(await conn.call(RENEW, (key, holder, timedelta(seconds=ttl), token), deadline))
+        return bool(await conn.call(*target.renew(holder, ttl, tokens), deadline))
     return renew
 
 
 class LeaseState:
-    """What `dlock.Lease` and `dlock.aio.Lease` share: their arguments,
-    checked (``key`` a non-empty string, ``ttl`` above 0, ``wait`` at least
-    0, ``holder`` by default `default_holder`), their state, and losing.
-    ``lost`` is the event each API waits on (a `threading.Event` or an
-    `asyncio.Event`)."""
+    """What `dlock.Lease`, `dlock.Leases` and their asyncio twins share:
+    their arguments, checked (the target's keys, ``ttl`` above 0, ``wait``
+    at least 0, ``holder`` by default `default_holder`), their state,
+    losing, and the checks of a held lease.  ``lost`` is the event each
+    API waits on (a `threading.Event` or an `asyncio.Event`)."""
 
-    def __init__(self, conninfo: str, key: str, ttl: Seconds, wait: Seconds,
+    def __init__(self, conninfo: str, target: Target, ttl: Seconds, wait: Seconds,
                  holder: Optional[str], on_lost: Optional[Callable[[Any], Any]],
                  connect_kwargs: Dict[str, Any], lost: Any):
-        if not isinstance(key, str) or not key:
-            raise ValueError("key must be a non-empty string")
-        self.key = key
+        self._target = target
         self.holder = holder if holder is not None else default_holder()
         self.ttl = seconds(ttl, "ttl")
         self.wait = seconds(wait, "wait", positive=False)
-        self.token: Optional[int] = None
+        self._tokens: Optional[List[int]] = None
         self.lost = lost
         self.lost_reason: Optional[str] = None
         self.released: Optional[bool] = None
@@ -364,6 +357,53 @@ class LeaseState:
         self.lost.set()
         if self._on_lost is not None:
             self._on_lost(self)
+
+    def _held(self, tokens: List[int], sent: float) -> None:
+        """Acquired: keep the tokens, start renewing (in the running loop)."""
+        self._tokens = tokens
+        self._keeper = Keeper(
+            self.ttl, sent, lease_renewer(self._conn, self._target, self.holder, self.ttl, tokens),
+            self._lose)
+        self._keeper.start()
+
+    @property
+    def deadline(self) -> float:
+        """When the lease lapses unless renewed, on `time.monotonic`'s clock
+        (counted from the sending of the last confirmed renewal)."""
+        if self._keeper is None:
+            raise Error(f"the {self._target.label} is not acquired")
+        return self._keeper.deadline
+
+    def remaining(self) -> float:
+        """Seconds left until the lease lapses unless renewed (0 when lost)."""
+        if self.lost.is_set():
+            return 0.0
+        return max(0.0, self.deadline - now())
+
+    def check(self) -> None:
+        """Raise `LeaseLost` if the lease is lost (or released, or its ttl
+        has run out since the last confirmed renewal)."""
+        label = self._target.label
+        if self.lost.is_set():
+            raise LeaseLost(f"{label} lost: {self.lost_reason}")
+        if self._keeper is None or self._done:
+            raise LeaseLost(f"{label} is not held")
+        if now() >= self._keeper.deadline:
+            raise LeaseLost(f"{label} lost: no renewal confirmed within the ttl")
+
+    def _fence(self) -> Tuple[str, Tuple[Any, ...]]:
+        assert self._tokens is not None
+        return self._target.validate(self.holder, self._tokens)
+
+    def _fence_refused(self) -> LeaseLost:
+        tokens = self._tokens or []
+        shown = f"tokens {tokens}" if self._target.multi else f"token {tokens[0] if tokens else None}"
+        return LeaseLost(f"{self._target.label} lost: the fence (dlock_validate) refused {shown}")
+
+    def _state(self) -> str:
+        if self.lost.is_set():
+            return "lost"
+        return "held" if self._keeper is not None and not self._done else "not held"
 
 
 # ---------------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""dlock.lease: a lease held for a block of code, renewed in the background."""
+"""dlock.lease and dlock.leases: a lease (a semaphore's slot, a shared lease)
+or several keys held for a block of code, renewed in the background."""
 from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Callable, Optional, Type
+from typing import Any, Callable, Dict, List, Optional, Sequence, Type
 
 from psycopg import Cursor
 from psycopg.rows import tuple_row
@@ -11,60 +12,46 @@ from psycopg.rows import tuple_row
 from . import _core
 from ._core import Seconds
 from ._loop import LoopThread
+from ._target import Target
 from .errors import Error, LeaseLost
 
-__all__ = ["Lease", "lease"]
+__all__ = ["Lease", "lease", "Leases", "leases"]
 
 
-class Lease(_core.LeaseState):
-    """A lease on ``key``: acquired by ``with`` (or `acquire`), renewed every
-    ttl/3 on a connection of its own, released (with its token) at the end
-    of the block, whether it raised or not.
-
-    Attributes: ``key``, ``holder``, ``ttl`` and ``wait`` (seconds),
-    ``token`` (the fencing token, once acquired), ``lost`` (a
-    `threading.Event`, set once the lease is lost: a renewal was refused, or
-    none was confirmed within the ttl), ``lost_reason``, ``released`` (the
-    server's answer to the release, None before it or when unreachable).
-    """
+class _Held(_core.LeaseState):
+    """The blocking API of what `Lease` and `Leases` share: acquiring,
+    releasing, ``with``, and fenced statements."""
 
     lost: threading.Event
 
-    def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
-                 holder: Optional[str] = None,
-                 on_lost: Optional[Callable[["Lease"], Any]] = None,
-                 **connect_kwargs: Any):
-        super().__init__(conninfo, key, ttl, wait, holder, on_lost, connect_kwargs,
+    def __init__(self, conninfo: str, target: Target, ttl: Seconds, wait: Seconds,
+                 holder: Optional[str], on_lost: Optional[Callable[[Any], Any]],
+                 connect_kwargs: Any):
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs,
                          threading.Event())
         self._loop: Optional[LoopThread] = None
 
     # -- acquiring and releasing ------------------------------------------
-    def acquire(self) -> "Lease":
-        """Acquire the key, waiting up to ``wait`` seconds; raises
-        `NotAcquired` if someone else kept it, `DatabaseError` on errors."""
+    def _acquire(self) -> None:
         if self._loop is not None or self._done:
-            raise Error("a Lease is acquired once; make a new one")
-        self._loop = LoopThread(f"dlock lease {self.key}")
+            raise Error(f"a {type(self).__name__} is acquired once; make a new one")
+        self._loop = LoopThread(f"dlock {self._target.label}")
         try:
-            self.token = self._loop.run(self._start())
+            self._loop.run(self._start())
         except BaseException:
             self._loop.stop()
             self._done = True
             raise
-        return self
 
-    async def _start(self) -> int:
-        token, sent = await _core.acquire(self._conn, self.key, self.holder, self.ttl, self.wait)
-        self._keeper = _core.Keeper(
-            self.ttl, sent, _core.lease_renewer(self._conn, self.key, self.holder, self.ttl, token),
-            self._lose)
-        self._keeper.start()
-        return token
+    async def _start(self) -> None:
+        tokens, sent = await _core.acquire(self._conn, self._target, self.holder, self.ttl, self.wait)
+        self._held(tokens, sent)
 
     def release(self) -> Optional[bool]:
-        """Stop renewing and release the lease with its token.  Returns the
-        server's answer (False: it was lost already), or None when no server
-        answered before the lease lapsed.  Idempotent."""
+        """Stop renewing and release with the token(s).  Returns the
+        server's answer (False: lost already; of several keys, one at
+        least), or None when no server answered before the lease lapsed.
+        Idempotent."""
         if self._loop is None or self._done:
             return self.released
         self._done = True
@@ -76,16 +63,13 @@ class Lease(_core.LeaseState):
 
     async def _finish(self) -> Optional[bool]:
         keeper = self._keeper
-        assert keeper is not None and self.token is not None
+        assert keeper is not None and self._tokens is not None
         await keeper.stop()
         try:
-            return await _core.release(self._conn, self.key, self.holder, self.token,
+            return await _core.release(self._conn, self._target, self.holder, self._tokens,
                                        keeper.deadline)
         finally:
             await self._conn.close()
-
-    def __enter__(self) -> "Lease":
-        return self.acquire()
 
     def __exit__(self, exc_type: Optional[Type[BaseException]],
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
@@ -95,49 +79,26 @@ class Lease(_core.LeaseState):
         try:
             self.release()
         except Exception as rel_exc:  # never hide the block's own exception
-            _core.log.warning("dlock: releasing %r failed: %s", self.key, rel_exc)
+            _core.log.warning("dlock: releasing %s failed: %s", self._target.label, rel_exc)
 
     # -- while held ---------------------------------------------------------
-    @property
-    def deadline(self) -> float:
-        """When the lease lapses unless renewed, on `time.monotonic`'s clock
-        (counted from the sending of the last confirmed renewal)."""
-        if self._keeper is None:
-            raise Error("the lease is not acquired")
-        return self._keeper.deadline
-
-    def remaining(self) -> float:
-        """Seconds left until the lease lapses unless renewed (0 when lost)."""
-        if self.lost.is_set():
-            return 0.0
-        return max(0.0, self.deadline - _core.now())
-
-    def check(self) -> None:
-        """Raise `LeaseLost` if the lease is lost (or released, or its
-        ttl has run out since the last confirmed renewal)."""
-        if self.lost.is_set():
-            raise LeaseLost(f"lease {self.key!r} lost: {self.lost_reason}")
-        if self._keeper is None or self._done:
-            raise LeaseLost(f"lease {self.key!r} is not held")
-        if _core.now() >= self._keeper.deadline:
-            raise LeaseLost(f"lease {self.key!r} lost: no renewal confirmed within the ttl")
-
     def execute(self, cursor: "Cursor[Any]", query: Any, params: Any = None) -> "Cursor[Any]":
-        """Run query on cursor fenced by the token: in one transaction (a
-        savepoint inside yours), ``dlock_validate`` first, then query.  If
-        the fence fails, query is not run, the transaction block is rolled
-        back, the lease is declared lost and `LeaseLost` is raised.  Returns
-        cursor (fetch query's rows from it).  Use a connection of the same
-        role as the lease's; the fence holds until your transaction ends."""
+        """Run query on cursor fenced by the token(s): in one transaction (a
+        savepoint inside yours), ``dlock_validate`` first (of every key),
+        then query.  If the fence fails, query is not run, the transaction
+        block is rolled back, the lease is declared lost and `LeaseLost` is
+        raised.  Returns cursor (fetch query's rows from it).  Use a
+        connection of the same role as the lease's; the fence holds until
+        your transaction ends."""
         self.check()
         conn = cursor.connection
         with conn.transaction():
             with conn.cursor(row_factory=tuple_row) as fence:
-                fence.execute(_core.VALIDATE, (self.key, self.holder, self.token))
+                fence.execute(*self._fence())
                 row = fence.fetchone()
             if not row or not row[0]:
                 self._declare_lost()
-                raise LeaseLost(f"lease {self.key!r} lost: the fence (dlock_validate) refused token {self.token}")
+                raise self._fence_refused()
             cursor.execute(query, params)
         return cursor
 
@@ -152,17 +113,115 @@ class Lease(_core.LeaseState):
 
         self._loop.run(declare())
 
+
+class Lease(_Held):
+    """A lease on ``key``: acquired by ``with`` (or `acquire`), renewed every
+    ttl/3 on a connection of its own, released (with its token) at the end
+    of the block, whether it raised or not.
+
+    With ``slots=n``, one of n places of the counting semaphore ``key``
+    (``dlock_acquire(key, holder, ttl, wait, slots)``: up to n holders at
+    once, each with its own token; every holder names the same n).  With
+    ``shared=True``, a shared lease (``dlock_acquire_shared``: any number of
+    shared holders at once, or the one holder of the lease).  Renewed,
+    released and fenced as a lease.
+
+    Attributes: ``key``, ``holder``, ``ttl`` and ``wait`` (seconds),
+    ``slots``, ``shared``, ``token`` (the fencing token, once acquired),
+    ``lost`` (a `threading.Event`, set once the lease is lost: a renewal
+    was refused, or none was confirmed within the ttl), ``lost_reason``,
+    ``released`` (the server's answer to the release, None before it or
+    when unreachable).
+    """
+
+    def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
+                 holder: Optional[str] = None,
+                 on_lost: Optional[Callable[["Lease"], Any]] = None,
+                 slots: Optional[int] = None, shared: bool = False,
+                 **connect_kwargs: Any):
+        target = Target.one(key, slots, shared)
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
+        self.key = key
+        self.slots = slots
+        self.shared = target.shared
+
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token (None before the acquire)."""
+        return None if self._tokens is None else self._tokens[0]
+
+    def acquire(self) -> "Lease":
+        """Acquire the key, waiting up to ``wait`` seconds; raises
+        `NotAcquired` if someone else kept it, `DatabaseError` on errors
+        (``sqlstate`` 22023 for a ``slots`` other than the key's holders')."""
+        self._acquire()
+        return self
+
+    def __enter__(self) -> "Lease":
+        return self.acquire()
+
     def __repr__(self) -> str:
-        state = "lost" if self.lost.is_set() else ("held" if self._keeper and not self._done else "not held")
-        return f"<dlock.Lease {self.key!r} holder={self.holder!r} token={self.token} {state}>"
+        shape = f" slots={self.slots}" if self.slots is not None else (" shared" if self.shared else "")
+        return f"<dlock.Lease {self.key!r}{shape} holder={self.holder!r} token={self.token} {self._state()}>"
+
+
+class Leases(_Held):
+    """Several keys, all or none (``dlock_acquire_all``): acquired by
+    ``with`` (or `acquire`), each an ordinary lease with its own token,
+    renewed together every ttl/3 on a connection of their own, released
+    together at the end of the block.  Lost as soon as any of them is.
+
+    Attributes: ``keys`` (each once, in the order given), ``tokens`` (a
+    dict: key -> fencing token, once acquired), ``holder``, ``ttl``,
+    ``wait``, ``lost``, ``lost_reason``, ``released`` (True when every key
+    was still held and is released).
+    """
+
+    def __init__(self, conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds = 0, *,
+                 holder: Optional[str] = None,
+                 on_lost: Optional[Callable[["Leases"], Any]] = None,
+                 **connect_kwargs: Any):
+        target = Target.all(keys)
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
+        self.keys: List[str] = list(target.unique)
+
+    @property
+    def tokens(self) -> Dict[str, int]:
+        """key -> fencing token (empty before the acquire)."""
+        return {} if self._tokens is None else dict(zip(self.keys, self._tokens))
+
+    def acquire(self) -> "Leases":
+        """Acquire every key or none, waiting up to ``wait`` seconds in all;
+        raises `NotAcquired` if not all could be had (nothing is then held
+        or queued), `DatabaseError` on errors."""
+        self._acquire()
+        return self
+
+    def __enter__(self) -> "Leases":
+        return self.acquire()
+
+    def __repr__(self) -> str:
+        return f"<dlock.Leases {self.keys!r} holder={self.holder!r} tokens={self.tokens} {self._state()}>"
 
 
 def lease(conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
           holder: Optional[str] = None, on_lost: Optional[Callable[[Lease], Any]] = None,
+          slots: Optional[int] = None, shared: bool = False,
           **connect_kwargs: Any) -> Lease:
     """A `Lease` on key, for ``with``: ``with dlock.lease(conninfo, key, ttl=30,
     wait=0) as lease: ...``.  ttl and wait are seconds (or timedelta);
     holder defaults to HOST:PID:RANDOM, unique to this lease; on_lost(lease)
-    is called once, from the lease's own thread, when it is lost;
-    connect_kwargs go to psycopg's connect."""
-    return Lease(conninfo, key, ttl, wait, holder=holder, on_lost=on_lost, **connect_kwargs)
+    is called once, from the lease's own thread, when it is lost; slots=n
+    takes one of n places of a counting semaphore, shared=True a shared
+    lease; connect_kwargs go to psycopg's connect."""
+    return Lease(conninfo, key, ttl, wait, holder=holder, on_lost=on_lost, slots=slots,
+                 shared=shared, **connect_kwargs)
+
+
+def leases(conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds = 0, *,
+           holder: Optional[str] = None, on_lost: Optional[Callable[[Leases], Any]] = None,
+           **connect_kwargs: Any) -> Leases:
+    """`Leases` on every key of keys or none, for ``with``: ``with
+    dlock.leases(conninfo, ["a", "b"], ttl=30, wait=10) as held:
+    held.tokens["a"] ...``.  Arguments as `lease`'s."""
+    return Leases(conninfo, keys, ttl, wait, holder=holder, on_lost=on_lost, **connect_kwargs)

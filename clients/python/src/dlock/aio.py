@@ -1,5 +1,5 @@
-"""dlock for asyncio: ``async with dlock.aio.lease(...)`` and
-``async for batch in dlock.aio.claims(...)``, over psycopg's
+"""dlock for asyncio: ``async with dlock.aio.lease(...)`` (or
+``dlock.aio.leases(...)``) and ``async for batch in dlock.aio.claims(...)``, over psycopg's
 AsyncConnection.  The same rules as the blocking API; renewals run as a
 task of the running loop (a loop blocked for longer than the ttl loses the
 lease, as it should)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, List, Optional, Sequence, Type
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type
 
 from psycopg import AsyncCursor
 from psycopg.rows import tuple_row
@@ -15,66 +15,56 @@ from psycopg.rows import tuple_row
 from . import _core
 from ._claims import ClaimsCore, _BatchState, _keys_arg
 from ._core import Seconds
+from ._target import Target
 from .errors import Error, LeaseLost
 
-__all__ = ["Lease", "lease", "Batch", "Claims", "claims"]
+__all__ = ["Lease", "lease", "Leases", "leases", "Batch", "Claims", "claims"]
 
 
-class Lease(_core.LeaseState):
-    """The asyncio twin of `dlock.Lease`: ``lost`` is an `asyncio.Event`,
-    `execute` takes an `AsyncCursor`, the rest is the same.  A task
-    cancelled inside the block releases the lease on its way out; one
-    cancelled while it waits to acquire leaves nothing held."""
+class _Held(_core.LeaseState):
+    """The asyncio API of what `Lease` and `Leases` share."""
 
     lost: asyncio.Event
 
-    def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
-                 holder: Optional[str] = None,
-                 on_lost: Optional[Callable[["Lease"], Any]] = None,
-                 **connect_kwargs: Any):
-        super().__init__(conninfo, key, ttl, wait, holder, on_lost, connect_kwargs,
+    def __init__(self, conninfo: str, target: Target, ttl: Seconds, wait: Seconds,
+                 holder: Optional[str], on_lost: Optional[Callable[[Any], Any]],
+                 connect_kwargs: Any):
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs,
                          asyncio.Event())
         self._started = False
 
-    async def acquire(self) -> "Lease":
-        """Acquire the key, waiting up to ``wait``; raises `NotAcquired`."""
+    async def _acquire(self) -> None:
         if self._started:
-            raise Error("a Lease is acquired once; make a new one")
+            raise Error(f"a {type(self).__name__} is acquired once; make a new one")
         self._started = True
         try:
-            token, sent = await _core.acquire(self._conn, self.key, self.holder, self.ttl, self.wait)
+            tokens, sent = await _core.acquire(self._conn, self._target, self.holder,
+                                               self.ttl, self.wait)
         except BaseException:
             self._done = True
             await self._conn.close()
             raise
-        self.token = token
-        self._keeper = _core.Keeper(
-            self.ttl, sent, _core.lease_renewer(self._conn, self.key, self.holder, self.ttl, token),
-            self._lose)
-        self._keeper.start()
-        return self
+        self._held(tokens, sent)
 
     async def release(self) -> Optional[bool]:
-        """Stop renewing and release with the token; the server's answer
+        """Stop renewing and release with the token(s); the server's answer
         (None: unreachable until the lease lapsed).  Idempotent."""
         if self._keeper is None or self._done:
             return self.released
         self._done = True
         keeper = self._keeper
-        assert self.token is not None
+        assert self._tokens is not None
         # finish even if the calling task is cancelled meanwhile
-        self.released = await asyncio.shield(self._finish(keeper, self.token))
+        self.released = await asyncio.shield(self._finish(keeper, self._tokens))
         return self.released
 
-    async def _finish(self, keeper: _core.Keeper, token: int) -> Optional[bool]:
+    async def _finish(self, keeper: _core.Keeper, tokens: List[int]) -> Optional[bool]:
         await keeper.stop()
         try:
-            return await _core.release(self._conn, self.key, self.holder, token, keeper.deadline)
+            return await _core.release(self._conn, self._target, self.holder, tokens,
+                                       keeper.deadline)
         finally:
             await self._conn.close()
-
-    async def __aenter__(self) -> "Lease":
-        return await self.acquire()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
@@ -84,51 +74,97 @@ class Lease(_core.LeaseState):
         try:
             await self.release()
         except Exception as rel_exc:
-            _core.log.warning("dlock: releasing %r failed: %s", self.key, rel_exc)
-
-    @property
-    def deadline(self) -> float:
-        """When the lease lapses unless renewed (`time.monotonic`'s clock)."""
-        if self._keeper is None:
-            raise Error("the lease is not acquired")
-        return self._keeper.deadline
-
-    def remaining(self) -> float:
-        if self.lost.is_set():
-            return 0.0
-        return max(0.0, self.deadline - _core.now())
-
-    def check(self) -> None:
-        """Raise `LeaseLost` if the lease is lost or not held."""
-        if self.lost.is_set():
-            raise LeaseLost(f"lease {self.key!r} lost: {self.lost_reason}")
-        if self._keeper is None or self._done:
-            raise LeaseLost(f"lease {self.key!r} is not held")
-        if _core.now() >= self._keeper.deadline:
-            raise LeaseLost(f"lease {self.key!r} lost: no renewal confirmed within the ttl")
+            _core.log.warning("dlock: releasing %s failed: %s", self._target.label, rel_exc)
 
     async def execute(self, cursor: "AsyncCursor[Any]", query: Any,
                       params: Any = None) -> "AsyncCursor[Any]":
-        """Run query fenced by the token, as `dlock.Lease.execute`."""
+        """Run query fenced by the token(s), as `dlock.Lease.execute`."""
         self.check()
         conn = cursor.connection
         async with conn.transaction():
             async with conn.cursor(row_factory=tuple_row) as fence:
-                await fence.execute(_core.VALIDATE, (self.key, self.holder, self.token))
+                await fence.execute(*self._fence())
                 row = await fence.fetchone()
             if not row or not row[0]:
                 if self._keeper is not None:
                     self._keeper.declare_lost("the fence (dlock_validate) refused the token")
-                raise LeaseLost(f"lease {self.key!r} lost: the fence (dlock_validate) refused token {self.token}")
+                raise self._fence_refused()
             await cursor.execute(query, params)
         return cursor
 
 
+class Lease(_Held):
+    """The asyncio twin of `dlock.Lease` (``slots`` and ``shared`` too):
+    ``lost`` is an `asyncio.Event`, `execute` takes an `AsyncCursor`, the
+    rest is the same.  A task cancelled inside the block releases the lease
+    on its way out; one cancelled while it waits to acquire leaves nothing
+    held."""
+
+    def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
+                 holder: Optional[str] = None,
+                 on_lost: Optional[Callable[["Lease"], Any]] = None,
+                 slots: Optional[int] = None, shared: bool = False,
+                 **connect_kwargs: Any):
+        target = Target.one(key, slots, shared)
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
+        self.key = key
+        self.slots = slots
+        self.shared = target.shared
+
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token (None before the acquire)."""
+        return None if self._tokens is None else self._tokens[0]
+
+    async def acquire(self) -> "Lease":
+        """Acquire the key, waiting up to ``wait``; raises `NotAcquired`."""
+        await self._acquire()
+        return self
+
+    async def __aenter__(self) -> "Lease":
+        return await self.acquire()
+
+
+class Leases(_Held):
+    """The asyncio twin of `dlock.Leases`: every key or none."""
+
+    def __init__(self, conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds = 0, *,
+                 holder: Optional[str] = None,
+                 on_lost: Optional[Callable[["Leases"], Any]] = None,
+                 **connect_kwargs: Any):
+        target = Target.all(keys)
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
+        self.keys: List[str] = list(target.unique)
+
+    @property
+    def tokens(self) -> Dict[str, int]:
+        """key -> fencing token (empty before the acquire)."""
+        return {} if self._tokens is None else dict(zip(self.keys, self._tokens))
+
+    async def acquire(self) -> "Leases":
+        """Acquire every key or none, waiting up to ``wait`` in all; raises
+        `NotAcquired` (nothing held or queued then)."""
+        await self._acquire()
+        return self
+
+    async def __aenter__(self) -> "Leases":
+        return await self.acquire()
+
+
 def lease(conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
           holder: Optional[str] = None, on_lost: Optional[Callable[[Lease], Any]] = None,
+          slots: Optional[int] = None, shared: bool = False,
           **connect_kwargs: Any) -> Lease:
     """``async with dlock.aio.lease(conninfo, key, ttl=30, wait=0) as lease:``"""
-    return Lease(conninfo, key, ttl, wait, holder=holder, on_lost=on_lost, **connect_kwargs)
+    return Lease(conninfo, key, ttl, wait, holder=holder, on_lost=on_lost, slots=slots,
+                 shared=shared, **connect_kwargs)
+
+
+def leases(conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds = 0, *,
+           holder: Optional[str] = None, on_lost: Optional[Callable[[Leases], Any]] = None,
+           **connect_kwargs: Any) -> Leases:
+    """``async with dlock.aio.leases(conninfo, keys, ttl=30, wait=0) as held:``"""
+    return Leases(conninfo, keys, ttl, wait, holder=holder, on_lost=on_lost, **connect_kwargs)
 
 
 class Batch:
