@@ -4,7 +4,7 @@ import type { Pool, PoolClient, Client, QueryResult } from 'pg'
 /** A pg.Pool, or one per host, tried in order. */
 export type Pools = Pool | Pool[]
 
-export interface LeaseOptions {
+export interface LeaseOptions<L = Lease> {
   /** seconds; default 30 */
   ttl?: number
   /** seconds to wait for the key; default 0 */
@@ -14,15 +14,20 @@ export interface LeaseOptions {
   /** cancels a waiting acquire; aborts the lease's signal later on */
   signal?: AbortSignal
   /** called once when the lease is lost */
-  onLost?: (lease: Lease, err: LeaseLostError) => void
+  onLost?: (lease: L, err: LeaseLostError) => void
 }
 
-export declare class Lease {
-  readonly key: string
+export interface AcquireOptions extends LeaseOptions<Lease> {
+  /** one of `slots` places of a counting semaphore (1-1000; every holder of the key names the same) */
+  slots?: number
+  /** a shared lease: any number of shared holders, or the one holder of the lease */
+  shared?: boolean
+}
+
+/** What Lease and Leases share. */
+export interface Held {
   readonly holder: string
   readonly ttl: number
-  /** the fencing token (bigint as a string) */
-  readonly token: string
   /** aborted on loss (reason: LeaseLostError), on the caller's abort, and after the release */
   readonly signal: AbortSignal
   readonly lost: boolean
@@ -32,16 +37,43 @@ export declare class Lease {
   released: boolean | null
   remaining(): number
   check(): void
+  /** runs text fenced by the token(s): dlock_validate (of every key), then text, in one transaction */
   query<R extends Record<string, any> = any>(target: Pool | PoolClient | Client, text: string, values?: any[]): Promise<QueryResult<R>>
   release(): Promise<boolean | null>
 }
 
-export declare function acquire(pool: Pools, key: string, options?: LeaseOptions): Promise<Lease>
+export interface Lease extends Held {}
+export declare class Lease {
+  readonly key: string
+  /** the fencing token (bigint as a string) */
+  readonly token: string
+  /** the semaphore's slots, or null */
+  readonly slots: number | null
+  readonly shared: boolean
+}
 
-export declare function withLease<T>(pool: Pools, key: string, options: LeaseOptions,
+/** Several keys, all or none: lost as soon as any of them is. */
+export interface Leases extends Held {}
+export declare class Leases {
+  /** each key once, in the order given */
+  readonly keys: string[]
+  /** key -> fencing token (bigint as a string) */
+  readonly tokens: Record<string, string>
+}
+
+export declare function acquire(pool: Pools, key: string, options?: AcquireOptions): Promise<Lease>
+
+export declare function withLease<T>(pool: Pools, key: string, options: AcquireOptions,
   fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T): Promise<T>
 export declare function withLease<T>(pool: Pools, key: string,
   fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T): Promise<T>
+
+export declare function acquireAll(pool: Pools, keys: string[], options?: LeaseOptions<Leases>): Promise<Leases>
+
+export declare function withLeases<T>(pool: Pools, keys: string[], options: LeaseOptions<Leases>,
+  fn: (leases: Leases, signal: AbortSignal) => Promise<T> | T): Promise<T>
+export declare function withLeases<T>(pool: Pools, keys: string[],
+  fn: (leases: Leases, signal: AbortSignal) => Promise<T> | T): Promise<T>
 
 export interface ClaimOptions {
   /** rows per batch, 1-1000; default 10 */

@@ -4,14 +4,17 @@
 // extension's SQL functions; see README.md.
 
 const core = require('./lib/core')
-const { Lease, acquire, withLease } = require('./lib/lease')
+const { Lease, Leases, acquire, acquireAll, withLease, withLeases } = require('./lib/lease')
 const { claims, Batch } = require('./lib/claims')
 
 module.exports = {
   withLease,
   acquire,
+  withLeases,
+  acquireAll,
   claims,
   Lease,
+  Leases,
   Batch,
   DlockError: core.DlockError,
   NotAcquiredError: core.NotAcquiredError,

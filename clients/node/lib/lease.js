@@ -1,30 +1,27 @@
 'use strict'
-// lib/lease.js - acquire(), withLease() and the Lease they give: renewed
-// every ttl/3 in the background, its `signal` aborted when it is lost,
-// released with its token.
+// lib/lease.js - acquire(), withLease() and the Lease they give (a lease,
+// a semaphore's slot or a shared lease), acquireAll(), withLeases() and the
+// Leases they give (several keys, all or none): renewed every ttl/3 in the
+// background, their `signal` aborted when lost, released with their tokens.
 
 const core = require('./core')
 const { now, Caller, Keeper, NotAcquiredError, LeaseLostError, DlockError, retryable } = core
-
-const ACQUIRE = 'SELECT dlock_acquire($1, $2, $3::interval, $4::interval) AS token'
-const RENEW = 'SELECT dlock_renew($1, $2, $3::interval, $4::bigint) AS ok'
-const RELEASE = 'SELECT dlock_release($1, $2, $3::bigint) AS ok'
-const RELEASE_HOLDER = 'SELECT dlock_release($1, $2) AS ok'
-const VALIDATE = 'SELECT dlock_validate($1, $2, $3::bigint) AS ok'
+const { Target } = require('./target')
 
 function isPool(x) {
   return x && typeof x.connect === 'function' && typeof x.release !== 'function' &&
     typeof x.getTransactionStatus !== 'function'
 }
 
-class Lease {
-  constructor(caller, key, holder, ttl, token, sent, onLost) {
-    this.key = key
+// What Lease and Leases share: renewal, loss, fenced queries, release.
+class Held {
+  constructor(caller, target, holder, ttl, tokens, sent, onLost) {
     this.holder = holder
     this.ttl = ttl
-    this.token = token // a string (bigint as pg returns it): BigInt(lease.token) to compare
     this.released = null
     this.lostReason = null
+    this._target = target
+    this._tokens = tokens // strings (bigint as pg returns it)
     this._caller = caller
     this._ctl = new AbortController()
     this.signal = this._ctl.signal
@@ -37,8 +34,8 @@ class Lease {
   }
 
   async _renew(deadline, signal) {
-    const ok = await this._caller.value(RENEW, [this.key, this.holder, core.interval(this.ttl), this.token],
-      deadline, { signal })
+    const [text, values] = this._target.renew(this.holder, this.ttl, this._tokens)
+    const ok = await this._caller.value(text, values, deadline, { signal })
     return ok === true
   }
 
@@ -66,15 +63,16 @@ class Lease {
   // throws LeaseLostError if the lease is lost, released, or its ttl ran
   // out since the last confirmed renewal
   check() {
-    if (this.lost) throw new LeaseLostError(`lease ${JSON.stringify(this.key)} lost: ${this.lostReason}`)
-    if (this._done) throw new LeaseLostError(`lease ${JSON.stringify(this.key)} is not held`)
+    const label = this._target.label
+    if (this.lost) throw new LeaseLostError(`${label} lost: ${this.lostReason}`)
+    if (this._done) throw new LeaseLostError(`${label} is not held`)
     if (now() >= this._keeper.deadline) {
-      throw new LeaseLostError(`lease ${JSON.stringify(this.key)} lost: no renewal confirmed within the ttl`)
+      throw new LeaseLostError(`${label} lost: no renewal confirmed within the ttl`)
     }
   }
 
-  // Runs text fenced by the token, in one transaction: dlock_validate
-  // first, then text.  target: a pg.Pool (a client is checked out, BEGIN
+  // Runs text fenced by the token(s), in one transaction: dlock_validate
+  // (of every key) first, then text.  target: a pg.Pool (a client is checked out, BEGIN
   // ... COMMIT), or a client of yours (inside your open transaction the
   // fence holds until you end it; outside one, BEGIN ... COMMIT).  If the
   // fence fails, text is not run, the lease is declared lost and
@@ -104,10 +102,12 @@ class Lease {
     const own = status !== 'T'
     if (own) await client.query('BEGIN')
     try {
-      const fence = await client.query(VALIDATE, [this.key, this.holder, this.token])
-      if (fence.rows[0].ok !== true) {
+      const [ftext, fvalues] = this._target.validate(this.holder, this._tokens)
+      const fence = await client.query(ftext, fvalues)
+      if (fence.rows[0].r !== true) {
         this._keeper.declareLost('the fence (dlock_validate) refused the token')
-        throw new LeaseLostError(`lease ${JSON.stringify(this.key)} lost: the fence (dlock_validate) refused token ${this.token}`)
+        const shown = this._target.multi ? `tokens ${this._tokens.join(', ')}` : `token ${this._tokens[0]}`
+        throw new LeaseLostError(`${this._target.label} lost: the fence (dlock_validate) refused ${shown}`)
       }
       const res = await client.query(text, values)
       if (own) await client.query('COMMIT')
@@ -118,9 +118,9 @@ class Lease {
     }
   }
 
-  // Stops renewing and releases with the token: the server's answer
-  // (false: it was lost already), or null when no server answered before
-  // the lease lapsed.  Idempotent.
+  // Stops renewing and releases with the token(s): the server's answer
+  // (false: lost already; of several keys, one at least), or null when no
+  // server answered before the lease lapsed.  Idempotent.
   release() {
     if (!this._releasing) this._releasing = this._release()
     return this._releasing
@@ -132,19 +132,42 @@ class Lease {
     const deadline = Math.max(this._keeper.deadline, now() + 2000)
     for (;;) {
       try {
-        this.released = (await this._caller.value(RELEASE, [this.key, this.holder, this.token], deadline)) === true
+        const [text, values] = this._target.release(this.holder, this._tokens)
+        this.released = (await this._caller.value(text, values, deadline)) === true
         break
       } catch (err) {
         if (!retryable(err)) throw err
         if (now() + 200 >= deadline) {
-          process.emitWarning(`dlock: could not release ${JSON.stringify(this.key)} (it lapses by itself): ${err.message}`)
+          process.emitWarning(`dlock: could not release ${this._target.label} (it lapses by itself): ${err.message}`)
           break
         }
         await core.sleep(200)
       }
     }
-    if (!this.signal.aborted) this._ctl.abort(new LeaseLostError(`lease ${JSON.stringify(this.key)} released`))
+    if (!this.signal.aborted) this._ctl.abort(new LeaseLostError(`${this._target.label} released`))
     return this.released
+  }
+}
+
+// A lease on one key: a lease, one of `slots` places of a counting
+// semaphore, or a shared lease.
+class Lease extends Held {
+  constructor(caller, target, holder, ttl, tokens, sent, onLost) {
+    super(caller, target, holder, ttl, tokens, sent, onLost)
+    this.key = target.keys[0]
+    this.slots = target.slots
+    this.shared = target.shared
+    this.token = tokens[0] // a string (bigint as pg returns it): BigInt(lease.token) to compare
+  }
+}
+
+// Several keys, all or none: each an ordinary lease with its own token;
+// lost as soon as any of them is.
+class Leases extends Held {
+  constructor(caller, target, holder, ttl, tokens, sent, onLost) {
+    super(caller, target, holder, ttl, tokens, sent, onLost)
+    this.keys = target.unique.slice()
+    this.tokens = Object.fromEntries(target.unique.map((k, i) => [k, tokens[i]]))
   }
 }
 
@@ -159,55 +182,57 @@ function leaseOptions(opts) {
   }
 }
 
-// Gives back whatever this holder (unique to this lease) may hold on key,
-// after an acquire whose outcome is unknown.
-async function forget(caller, key, holder) {
+// Gives back whatever this holder (unique to this lease) may hold, after an
+// acquire whose outcome is unknown.
+async function forget(caller, target, holder) {
   try {
-    await caller.value(RELEASE_HOLDER, [key, holder], now() + 5000)
+    const [text, values] = target.forget(holder, null)
+    await caller.value(text, values, now() + 5000)
   } catch (e) {
-    process.emitWarning(`dlock: could not give ${JSON.stringify(key)} back (it lapses by itself): ${e.message}`)
+    process.emitWarning(`dlock: could not give ${target.label} back (it lapses by itself): ${e.message}`)
   }
 }
 
-// acquire(pool, key, {ttl, wait, holder, signal, onLost}) -> Lease
-async function acquire(pool, key, opts) {
-  if (typeof key !== 'string' || key === '') throw new TypeError('key must be a non-empty string')
+// acquires target and gives a Kind (Lease or Leases) holding it
+async function take(pool, target, opts, Kind) {
   const o = leaseOptions(opts)
   const caller = new Caller(pool)
   const start = now()
   const waitEnd = start + o.wait * 1000
   let tries = 0
-  let token
+  let tokens
   let sent
   for (;;) {
     tries++
     sent = now()
     const left = Math.max(0, waitEnd - sent)
+    const [text, values] = target.acquire(o.holder, o.ttl, left / 1000)
     try {
-      token = await caller.value(ACQUIRE, [key, o.holder, core.interval(o.ttl), core.interval(left / 1000)],
-        sent + left + Math.max(o.ttl * 1000, 5000), { signal: o.signal, cancel: true })
+      tokens = target.tokens(await caller.value(text, values,
+        sent + left + Math.max(o.ttl * 1000, 5000), { signal: o.signal, cancel: true }))
       break
     } catch (err) {
       const aborted = o.signal && o.signal.aborted
       if (aborted || !retryable(err) || (tries > 1 && now() >= waitEnd)) {
-        if (aborted || retryable(err)) await forget(caller, key, o.holder)
+        if (aborted || retryable(err)) await forget(caller, target, o.holder)
         throw err
       }
       await core.sleep(200)
     }
   }
-  if (token === null) {
-    throw new NotAcquiredError(`${JSON.stringify(key)} is held by someone else` +
+  if (tokens === null) {
+    throw new NotAcquiredError(`${target.label}: held by someone else` +
       (o.wait > 0 ? ` (waited ${o.wait} s)` : ''))
   }
   const answered = now()
   if (answered - sent > (o.ttl * 1000) / 6) {
     // it waited: when it was granted is not known; a renewal tells
     sent = now()
-    const ok = await caller.value(RENEW, [key, o.holder, core.interval(o.ttl), token], sent + o.ttl * 1000)
-    if (ok !== true) throw new LeaseLostError(`${JSON.stringify(key)} was lost before it could be used`)
+    const [text, values] = target.renew(o.holder, o.ttl, tokens)
+    const ok = await caller.value(text, values, sent + o.ttl * 1000)
+    if (ok !== true) throw new LeaseLostError(`${target.label} was lost before it could be used`)
   }
-  const lease = new Lease(caller, key, o.holder, o.ttl, String(token), sent, o.onLost)
+  const lease = new Kind(caller, target, o.holder, o.ttl, tokens, sent, o.onLost)
   if (o.signal) {
     // the caller's signal ends the work too: abort the lease's signal
     const onAbort = () => {
@@ -225,6 +250,33 @@ async function acquire(pool, key, opts) {
   return lease
 }
 
+// acquire(pool, key, {ttl, wait, holder, signal, onLost, slots, shared}) -> Lease
+async function acquire(pool, key, opts) {
+  const o = opts || {}
+  return take(pool, Target.one(key, o.slots, o.shared), o, Lease)
+}
+
+// acquireAll(pool, keys, {ttl, wait, holder, signal, onLost}) -> Leases:
+// every key or none
+async function acquireAll(pool, keys, opts) {
+  return take(pool, Target.all(keys), opts, Leases)
+}
+
+// runs fn while held (acquired by get()): released when fn settles
+async function withHeld(get, label, fn) {
+  if (typeof fn !== 'function') throw new TypeError(`${label} needs a function to run`)
+  const held = await get()
+  let result
+  try {
+    result = await fn(held, held.signal)
+  } catch (err) {
+    await held.release().catch((e) => process.emitWarning(`dlock: releasing ${held._target.label} failed: ${e.message}`))
+    throw err
+  }
+  await held.release()
+  return result
+}
+
 // withLease(pool, key, {ttl, wait, holder, signal, onLost}, async (lease, signal) => ...)
 // Runs fn while holding key; the lease is released when fn settles, and
 // fn's result (or error) is withLease's.  signal is aborted when the
@@ -234,17 +286,17 @@ async function withLease(pool, key, opts, fn) {
     fn = opts
     opts = {}
   }
-  if (typeof fn !== 'function') throw new TypeError('withLease needs a function to run')
-  const lease = await acquire(pool, key, opts)
-  let result
-  try {
-    result = await fn(lease, lease.signal)
-  } catch (err) {
-    await lease.release().catch((e) => process.emitWarning(`dlock: releasing ${JSON.stringify(key)} failed: ${e.message}`))
-    throw err
-  }
-  await lease.release()
-  return result
+  return withHeld(() => acquire(pool, key, opts), 'withLease', fn)
 }
 
-module.exports = { Lease, acquire, withLease }
+// withLeases(pool, keys, {ttl, wait, holder, signal, onLost}, async (leases, signal) => ...)
+// The same for every key of keys or none (acquireAll).
+async function withLeases(pool, keys, opts, fn) {
+  if (typeof opts === 'function') {
+    fn = opts
+    opts = {}
+  }
+  return withHeld(() => acquireAll(pool, keys, opts), 'withLeases', fn)
+}
+
+module.exports = { Lease, Leases, acquire, acquireAll, withLease, withLeases }

@@ -310,3 +310,6 @@ test('claims: every row completed once across two workers, one killed mid-batch'
     for (const p of [victim, survivor]) if (p && p.exitCode === null && p.signalCode === null) p.kill('SIGKILL')
   }
 })
+
+// semaphores, shared leases, several keys at once (test/shapes.js)
+require('./shapes')(db, app)
