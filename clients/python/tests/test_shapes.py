@@ -130,6 +130,22 @@ def test_leases_all_or_none(dsn, db, key):
         assert rows_of(db, k) == []
 
 
+def test_leases_fence_checks_every_key(dsn, db, key):
+    keys = [f"{key}/f1", f"{key}/f2"]
+    db.execute("CREATE TABLE IF NOT EXISTS guarded (key text, token bigint, note text)")
+    with dlock.leases(dsn, keys, ttl=30) as held:
+        db.execute("SELECT dlock_force_release(%s)", (keys[1],))
+        db.execute("SELECT dlock_acquire(%s, 'thief', '1 min')", (keys[1],))
+        with psycopg.connect(dsn) as conn:
+            with pytest.raises(dlock.LeaseLost):
+                held.execute(conn.cursor(), "INSERT INTO guarded VALUES (%s, 0, 'stale')", (key,))
+        assert held.lost.is_set()
+    assert db.execute("SELECT count(*) FROM guarded WHERE key = %s", (key,)).fetchone() == (0,)
+    assert rows_of(db, keys[1])[0][0] == "thief"  # never released another holder's lease
+    assert held_by(db, held.holder) == []
+    db.execute("SELECT dlock_release(%s, 'thief')", (keys[1],))
+
+
 def test_leases_renewed_and_lost_when_any_is(dsn, db, key, server):
     ttl = 3.0
     keys = [f"{key}/1", f"{key}/2"]
