@@ -9,9 +9,9 @@
  * Any other key (slot 0 missing, or saying slots > 1 or shared) is read
  * whole, and decided on its live rows: the holder's own, how many, and
  * the slots they agree on.  Shared leases (slots DLOCK_SLOTS_SHARED) are
- * a semaphore of DLOCK_MAX_SLOTS slots that a lease excludes, and the
- * lease them.  The decisions themselves (grant, extend, refuse) are the
- * caller's, under the key lock (lease.c).
+ * read as a semaphore of DLOCK_MAX_SLOTS slots; live shared leases and a
+ * live lease exclude each other.  The decisions themselves (grant,
+ * extend, refuse) are the caller's, under the key lock (lease.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -104,18 +104,18 @@ read_slots(DlockStore *s, text *key, text *holder, Oid role, int slots,
 
 /*
  * Read what an acquire of key with slots decides on: the holder's own
- * live lease or slot (DLOCK_KEY_OURS, in *target), no room (DLOCK_KEY_FULL, until
- * *busy_until at the earliest), or the row to grant (DLOCK_KEY_FREE, in
- * *target, with its slot and slots set; found false for a new row).
- * *changing: another open transaction is changing a row of the key (a
- * bulk release).  An acquire naming other slots than the key's live
- * holders is an error.  A lease (slot 0 with slots 1) is one row: read
- * with one index probe, as before semaphores.
+ * live lease or slot (DLOCK_KEY_OURS, in *target), no room
+ * (DLOCK_KEY_FULL, until *busy_until at the earliest), or the row to
+ * grant (DLOCK_KEY_FREE, in *target, with its slot and slots set; found
+ * false for a new row).  *changing: another open transaction is changing
+ * a row of the key (a bulk release).  An acquire naming other slots than
+ * the key's live holders is an error.  A lease (slot 0 with slots 1) is
+ * one row: read with one index probe, as before semaphores.
  */
 DlockKeyState
-dlock_lease_read_key(DlockStore *s, text *key, text *holder, Oid role, int slots,
-		 DlockLease *target, TimestampTz *now, TimestampTz *busy_until,
-		 bool *changing)
+dlock_lease_read_key(DlockStore *s, text *key, text *holder, Oid role,
+					 int slots, DlockLease *target, TimestampTz *now,
+					 TimestampTz *busy_until, bool *changing)
 {
 	if (slots != 1 && !dlock_lease_store_has_slots(s))
 		ereport(ERROR,
@@ -139,5 +139,6 @@ dlock_lease_read_key(DlockStore *s, text *key, text *holder, Oid role, int slots
 		return DLOCK_KEY_FULL;		/* a live lease excludes shared leases */
 	if (slots != 1)
 		dlock_slots_mismatch(1, slots);
-	return dlock_lease_is_ours(target, holder, role) ? DLOCK_KEY_OURS : DLOCK_KEY_FULL;
+	return dlock_lease_is_ours(target, holder, role) ?
+		DLOCK_KEY_OURS : DLOCK_KEY_FULL;
 }
