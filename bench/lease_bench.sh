@@ -479,8 +479,8 @@ perl -e '
             printf "%-8s %8s %8s %8s %8s %13s %9s %12s %12s %9s\n", $c, fmt($d), fmt($u), fmt($f), fmt($r),
                 rat($d, $u), prat($pu), prat(paired("pairs", "floor", "update", $c)),
                 prat(paired("pairs", "dlock", "floor", $c)), prat($pr);
-            # issue 25: the floor, not the one-call UPDATE, is what the target measures against
-            # measure (the UPDATE is one round trip, any pair two)
+            # issue 25: the target is measured against the floor, not the
+            # one-call UPDATE (one round trip, where any pair makes two)
             my $pf = paired("pairs", "dlock", "floor", $c);
             push @verdicts, sprintf("pairs     %2s clients: dlock/floor  = %5.2fx (paired %5.2fx), target >= 0.85x: %s",
                 $c, $d / $f, $pf, $d / $f >= 0.85 && $pf >= 0.85 ? "MET" : "NOT MET") if defined $f && defined $pf;
