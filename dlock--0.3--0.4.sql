@@ -197,3 +197,19 @@ COMMENT ON FUNCTION dlock_leader(text) IS
 'the live lease of key at the latest committed state (holder, owner, token, acquired_at, expires_at), if the caller may see it; no row otherwise';
 
 -- (end of the watch section)
+-- ==== several keys at once (issue 26) ====
+
+-- dlock_acquire_all: every key or none, one token per key in the order
+-- given; keys are taken in byte order (no deadlock between calls) inside
+-- an internal subtransaction (src/lease_multi.c).  Runs no SQL: no pinned
+-- search_path (src/no_search_path.h).
+CREATE FUNCTION dlock_acquire_all(keys text[], holder text,
+                                  ttl interval DEFAULT '30 seconds',
+                                  wait interval DEFAULT '0')
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'dlock_acquire_all_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire_all(text[], text, interval, interval) IS
+'acquire every key for holder until now + ttl, or none, waiting up to wait in all; returns one fencing token per key, in the order of keys, or NULL when not acquired';
+
+-- (end of several keys at once)

@@ -41,17 +41,12 @@ dlock_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *what)
 				 errmsg("%s must not be null", what)));
 }
 
-/* a non-empty text argument of at most maxbytes bytes */
+/* a non-empty text of at most maxbytes bytes */
 static text *
-check_name_arg(FunctionCallInfo fcinfo, int argno, const char *what,
-			   int maxbytes)
+check_name(text *t, const char *what, int maxbytes)
 {
-	text	   *t;
-	int			len;
+	int			len = VARSIZE_ANY_EXHDR(t);
 
-	dlock_arg_not_null(fcinfo, argno, what);
-	t = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(t);
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -65,10 +60,26 @@ check_name_arg(FunctionCallInfo fcinfo, int argno, const char *what,
 	return t;
 }
 
+/* a non-empty text argument of at most maxbytes bytes */
+static text *
+check_name_arg(FunctionCallInfo fcinfo, int argno, const char *what,
+			   int maxbytes)
+{
+	dlock_arg_not_null(fcinfo, argno, what);
+	return check_name(PG_GETARG_TEXT_PP(argno), what, maxbytes);
+}
+
 text *
 dlock_arg_key(FunctionCallInfo fcinfo, int argno)
 {
 	return check_name_arg(fcinfo, argno, "key", DLOCK_MAX_KEY_BYTES);
+}
+
+/* a key that is not an argument of its own (an element of an array) */
+text *
+dlock_check_key(text *key)
+{
+	return check_name(key, "key", DLOCK_MAX_KEY_BYTES);
 }
 
 text *

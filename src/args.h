@@ -15,6 +15,7 @@ extern void dlock_arg_writes_allowed(const char *fn);
 extern void dlock_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							   const char *what);
 extern text *dlock_arg_key(FunctionCallInfo fcinfo, int argno);
+extern text *dlock_check_key(text *key);
 extern text *dlock_arg_holder(FunctionCallInfo fcinfo, int argno);
 extern int64 dlock_arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_ok);
 extern int64 dlock_arg_wait(FunctionCallInfo fcinfo, int argno);

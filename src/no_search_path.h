@@ -95,3 +95,11 @@ DLOCK_NO_SEARCH_PATH("dlock_claim_unheld(regclass, anyelement, bigint)", dlock_c
  * (claim_manage.c, claim_store.c).
  */
 DLOCK_NO_SEARCH_PATH("dlock_claimed(regclass, anyelement, text)", dlock_claimed_sql)
+
+/*
+ * dlock_acquire_all: sorts its keys in memory (memcmp, no collation) and
+ * calls what dlock_acquire calls, key by key (acquire.c, lease.c), then
+ * dlock_lease_renew's direct row update; the internal subtransaction
+ * around them runs no SQL (lease_multi.c).
+ */
+DLOCK_NO_SEARCH_PATH("dlock_acquire_all(text[], text, interval, interval)", dlock_acquire_all_sql)
