@@ -73,7 +73,7 @@ SELECT pg_catalog.pg_extension_config_dump('dlock.token_seq', '');
 -- Lease functions (lease_sql.c)
 -- =====================================================================
 
--- The four lease calls run no SQL (src/no_search_path.h): no pinned
+-- The lease calls run no SQL (src/no_search_path.h): no pinned
 -- search_path.
 CREATE FUNCTION dlock_acquire(key text, holder text,
                               ttl interval DEFAULT '30 seconds',
@@ -83,6 +83,18 @@ AS 'MODULE_PATHNAME', 'dlock_acquire_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval) IS
 'acquire key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
+
+-- every key or none, one token per key in the order given; keys are taken
+-- in byte order (no deadlock between calls) inside an internal
+-- subtransaction (lease_multi.c)
+CREATE FUNCTION dlock_acquire_all(keys text[], holder text,
+                                  ttl interval DEFAULT '30 seconds',
+                                  wait interval DEFAULT '0')
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'dlock_acquire_all_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire_all(text[], text, interval, interval) IS
+'acquire every key for holder until now + ttl, or none, waiting up to wait in all; returns one fencing token per key, in the order of keys, or NULL when not acquired';
 
 CREATE FUNCTION dlock_release(key text, holder text, token bigint DEFAULT NULL)
 RETURNS boolean
