@@ -502,9 +502,11 @@ perl -e '
             printf "%-8s %8s %8s %8s %8s %13s %9s %12s %12s %9s\n", $c, fmt($d), fmt($u), fmt($f), fmt($r),
                 rat($d, $u), prat($pu), prat(paired("pairs", "floor", "update", $c)),
                 prat(paired("pairs", "dlock", "floor", $c)), prat($pr);
-            my $goal = $c == 1 ? 0.75 : 0.85;
-            push @verdicts, sprintf("pairs     %2s clients: dlock/update = %5.2fx (paired %5.2fx), target >= %.2fx: %s",
-                $c, $d / $u, $pu, $goal, $d / $u >= $goal && $pu >= $goal ? "MET" : "NOT MET");
+            # issue 25: the target is measured against the floor, not the
+            # one-call UPDATE (one round trip, where any pair makes two)
+            my $pf = paired("pairs", "dlock", "floor", $c);
+            push @verdicts, sprintf("pairs     %2s clients: dlock/floor  = %5.2fx (paired %5.2fx), target >= 0.85x: %s",
+                $c, $d / $f, $pf, $d / $f >= 0.85 && $pf >= 0.85 ? "MET" : "NOT MET") if defined $f && defined $pf;
             push @verdicts, sprintf("pairs     %2s clients: dlock/redis  = %5.2fx (paired %5.2fx), target >= 1.00x: %s",
                 $c, $d / $r, $pr, $d / $r >= 1 && $pr >= 1 ? "MET" : "NOT MET") if defined $r;
         }
@@ -544,7 +546,7 @@ perl -e '
             }
         }
     }
-    print "\nTargets (issues 2, 4, 12 and 26):\n";
+    print "\nTargets (issues 2, 4, 12, 25 and 26):\n";
     print "  $_\n" for @verdicts;
     if (%bad) { print "\nSanity-check warnings:\n"; print "  $_: $bad{$_}\n" for sort keys %bad; }
     print "\nRaw per-run tps (rounds in order):\n";

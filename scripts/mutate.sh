@@ -194,6 +194,7 @@ multi-unsorted@src/lease_multi.c@\tqsort(mk, nkeys, sizeof(MultiKey), multikey_c
 multi-no-undo@src/lease_multi.c@\telse\n\t\tRollbackAndReleaseCurrentSubTransaction();@\telse\n\t\tReleaseCurrentSubTransaction();@regress:lease_multi isolation:multi_fifo
 multi-deadline-per-key@src/lease_multi.c@left = Max(deadline - GetCurrentTimestamp(), 0);@left = wait_us;@isolation:multi_fifo
 multi-no-renew-at-end@src/lease_multi.c@\tif (wait_us > 0)\n\t{\n\t\tfor@\tif (false)\n\t{\n\t\tfor@regress:lease_multi
+multi-error-keeps-subxact@src/lease_multi.c@\t\tFlushErrorState();\n\t\tRollbackAndReleaseCurrentSubTransaction();@\t\tFlushErrorState();@regress:lease_multi
 EOF
 )
 
