@@ -197,6 +197,51 @@ COMMENT ON FUNCTION dlock_leader(text) IS
 'the live lease of key at the latest committed state (holder, owner, token, acquired_at, expires_at), if the caller may see it; no row otherwise';
 
 -- (end of the watch section)
+-- ==== semaphores and shared leases (issue 26) ====
+
+-- Counting semaphores: dlock_acquire(key, holder, ttl, wait, slots) admits
+-- up to slots holders of a key at once, one row each in dlock.lease.  A
+-- lease is the row of slot 0 with slots 1, so the primary key becomes
+-- (key, slot) and a lease is still read with one index probe (lease.c).
+ALTER TABLE dlock.lease
+    ADD COLUMN slot smallint NOT NULL DEFAULT 0,
+    ADD COLUMN slots smallint NOT NULL DEFAULT 1;
+COMMENT ON COLUMN dlock.lease.slot IS
+'which of the key''s slots this row is (0 for a lease)';
+COMMENT ON COLUMN dlock.lease.slots IS
+'the slots of the key when this row was granted (1: a lease, -1: a shared lease)';
+ALTER TABLE dlock.lease
+    DROP CONSTRAINT lease_pkey,
+    ADD CONSTRAINT lease_pkey PRIMARY KEY (key, slot);
+COMMENT ON TABLE dlock.lease IS 'one row per key (per holder of a semaphore or of shared leases): its lease, or a free key kept for HOT reuse until cleanup';
+
+-- a new function (a defaulted argument cannot be added to the old one, and
+-- one with a default would make the old calls ambiguous); like the other
+-- lease calls it runs no SQL, so it goes without a pinned search_path
+-- (src/no_search_path.h)
+CREATE FUNCTION dlock_acquire(key text, holder text, ttl interval,
+                              wait interval, slots integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire_slots_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
+'acquire one of slots places of the counting semaphore key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
+
+-- Shared leases: any number of shared holders of a key, or the one holder of
+-- its lease (dlock_acquire), in the FIFO order of the key's queue, so that a
+-- lease waiting behind shared holders is not starved by later ones.  Rows of
+-- slots -1 (lease_read.c).
+CREATE FUNCTION dlock_acquire_shared(key text, holder text,
+                                     ttl interval DEFAULT '30 seconds',
+                                     wait interval DEFAULT '0')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire_shared_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire_shared(text, text, interval, interval) IS
+'acquire a shared lease on key for holder until now + ttl (any number of shared holders, or one holder of the lease), waiting up to wait; returns the fencing token, or NULL when not acquired';
+
+-- (end of semaphores and shared leases)
+
 -- ==== several keys at once (issue 26) ====
 
 -- dlock_acquire_all: every key or none, one token per key in the order

@@ -41,17 +41,27 @@ COMMENT ON SCHEMA dlock IS 'internal storage of the dlock extension; use the dlo
 -- rows of keys idle for longer than dlock.idle_key_lifetime are deleted by
 -- sweeps (sweep.c).  Read and written only by lease_store.c, by column
 -- number: the column order is part of the format.
+-- A lease is the row of slot 0 with slots 1, read with one index probe; a
+-- counting semaphore has a row per holder (slots 1 to 1000), shared leases
+-- too (slots -1), all read with one range scan of the key (lease_read.c).
 CREATE TABLE dlock.lease (
-    key         text COLLATE "C" NOT NULL PRIMARY KEY,
+    key         text COLLATE "C" NOT NULL,
     holder      text,               -- NULL: free
     owner       oid,                -- role that holds it
     token       bigint NOT NULL,    -- last fencing token granted
     ttl_us      bigint NOT NULL,    -- ttl it was granted with, in microseconds
     acquired_at timestamptz NOT NULL,
-    expires_at  timestamptz NOT NULL
+    expires_at  timestamptz NOT NULL,
+    slot        smallint NOT NULL DEFAULT 0,
+    slots       smallint NOT NULL DEFAULT 1,
+    CONSTRAINT lease_pkey PRIMARY KEY (key, slot)
 ) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.05);
 REVOKE ALL ON dlock.lease FROM PUBLIC;
-COMMENT ON TABLE dlock.lease IS 'one row per key: its lease, or a free key kept for HOT reuse until cleanup';
+COMMENT ON TABLE dlock.lease IS 'one row per key (per holder of a semaphore or of shared leases): its lease, or a free key kept for HOT reuse until cleanup';
+COMMENT ON COLUMN dlock.lease.slot IS
+'which of the key''s slots this row is (0 for a lease)';
+COMMENT ON COLUMN dlock.lease.slots IS
+'the slots of the key when this row was granted (1: a lease, -1: a shared lease)';
 
 -- =====================================================================
 -- The token sequence
@@ -83,6 +93,27 @@ AS 'MODULE_PATHNAME', 'dlock_acquire_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval) IS
 'acquire key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
+
+-- a counting semaphore: a function of its own (a defaulted slots would make
+-- the calls above ambiguous)
+CREATE FUNCTION dlock_acquire(key text, holder text, ttl interval,
+                              wait interval, slots integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire_slots_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
+'acquire one of slots places of the counting semaphore key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
+
+-- any number of shared holders of a key, or the one holder of its lease, in
+-- the FIFO order of the key's queue
+CREATE FUNCTION dlock_acquire_shared(key text, holder text,
+                                     ttl interval DEFAULT '30 seconds',
+                                     wait interval DEFAULT '0')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire_shared_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire_shared(text, text, interval, interval) IS
+'acquire a shared lease on key for holder until now + ttl (any number of shared holders, or one holder of the lease), waiting up to wait; returns the fencing token, or NULL when not acquired';
 
 -- every key or none, one token per key in the order given; keys are taken
 -- in byte order (no deadlock between calls) inside an internal

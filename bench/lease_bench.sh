@@ -43,6 +43,15 @@
 #             alternately WITH shared_preload_libraries = 'dlock'
 #             (dlock_pre) and WITHOUT it (dlock_nopre): one cluster, so both
 #             variants see the same tables and the same WAL.
+#  shapes     issue 26: acquire+release pairs of the other shapes of lock
+#             against leases, each client on its own key:
+#               exclusive   the dlock pairs above (a lease: one row, one probe)
+#               slots       dlock_acquire(k, c, '30 s', '0', 4) and release:
+#                           a counting semaphore of 4 slots (the key's rows
+#                           read together)
+#               shared      dlock_acquire_shared(k, c, '30 s') and release
+#             with the ratios slots/exclusive and shared/exclusive (target
+#             >= 0.9x).
 #
 # Runs are short and INTERLEAVED (round 1: A B C, round 2: A B C, ...) for
 # each client count, after an unrecorded 1 s warm-up of each variant (and
@@ -54,7 +63,7 @@
 #   ROUNDS=3        rounds per (section, client count)
 #   DURATION=4      seconds per pgbench run
 #   CLIENTS="1 4 16"
-#   SECTIONS="pairs contended preload"   (any of them, run in this order)
+#   SECTIONS="pairs contended preload shapes"   (any of them, run in this order)
 #   BUILD=1         build and install dlock from this checkout first (0: use
 #                   the installed one)
 #   KEEP=0          1: keep the work directory (clusters, logs, raw results)
@@ -72,7 +81,7 @@ REPO=$(dirname "$HERE")
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-4}
 CLIENTS=${CLIENTS:-"1 4 16"}
-SECTIONS=${SECTIONS:-"pairs contended preload"}
+SECTIONS=${SECTIONS:-"pairs contended preload shapes"}
 RESULTS=${RESULTS:-}
 REDIS=${REDIS:-1}
 
@@ -182,6 +191,18 @@ EOF
 cat >"$WORK/sql/pairs_floor.sql" <<'EOF'
 UPDATE bench_row SET n = n + 1 WHERE id = :client_id;
 SELECT 1;
+EOF
+cat >"$WORK/sql/shapes_exclusive.sql" <<'EOF'
+SELECT dlock_acquire('x' || :client_id, 'c' || :client_id, '30 s');
+SELECT dlock_release('x' || :client_id, 'c' || :client_id);
+EOF
+cat >"$WORK/sql/shapes_slots.sql" <<'EOF'
+SELECT dlock_acquire('s' || :client_id, 'c' || :client_id, '30 s', '0', 4);
+SELECT dlock_release('s' || :client_id, 'c' || :client_id);
+EOF
+cat >"$WORK/sql/shapes_shared.sql" <<'EOF'
+SELECT dlock_acquire_shared('r' || :client_id, 'c' || :client_id, '30 s');
+SELECT dlock_release('r' || :client_id, 'c' || :client_id);
 EOF
 cat >"$WORK/sql/contended_dlock.sql" <<'EOF'
 SELECT dlock_acquire('hot', 'c' || :client_id, '30 s');
@@ -298,6 +319,7 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
     local h="HOST_$cluster" p="PORT_$cluster"
     jobs=$(( clients < 2 ? clients : 2 ))
     if [ "$cluster" = main ] && [ "$variant" = dlock ]; then before=$(stats_of main); fi
+    if [ "$section" = shapes ]; then before=$(stats_of main); fi
     if [ "$variant" = update ]; then updates0=$(bpsql main -c "SELECT sum(n) FROM bench_row"); fi
     # WAL fsyncs: pg_stat_wal.wal_sync up to PostgreSQL 17, pg_stat_io's
     # WAL rows from 18 on
@@ -331,7 +353,7 @@ run_one() { # SECTION VARIANT CLIENTS ROUND
         after=$(stats_of main)
         local a0 c0 a1 c1
         read -r a0 c0 <<<"$before"; read -r a1 c1 <<<"$after"
-        if [ "$section" = pairs ]; then
+        if [ "$section" = pairs ] || [ "$section" = shapes ]; then
             # every acquire of a pair must succeed
             [ $((c1 - c0)) = 0 ] && [ $((a1 - a0)) -ge "$xacts" ] || check+=" acquired=$((a1 - a0)) contended=$((c1 - c0)) xacts=$xacts"
         else
@@ -370,17 +392,18 @@ run_redis() { # SECTION CLIENTS ROUND: the Redis pairs (no backend CPU or WAL fi
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date +%s)
 for section in $SECTIONS; do
-    case $section in pairs|contended|preload) ;;
-        *) echo "unknown section $section (pairs, contended, preload)" >&2; exit 1 ;;
+    case $section in pairs|contended|preload|shapes) ;;
+        *) echo "unknown section $section (pairs, contended, preload, shapes)" >&2; exit 1 ;;
     esac
 done
-for section in pairs contended preload; do
+for section in pairs contended preload shapes; do
     [[ " $SECTIONS " == *" $section "* ]] || continue
     case $section in
         pairs) variants="dlock hand advisory update floor"
                [ "$REDIS" = 1 ] && variants+=" redis" ;;
         contended) variants="dlock hand advisory" ;;
         preload) variants="dlock_pre dlock_nopre" ;;
+        shapes) variants="exclusive slots shared" ;;
     esac
     for clients in $CLIENTS; do
         log "$section, $clients client(s): $ROUNDS interleaved rounds of: $variants"
@@ -438,7 +461,7 @@ perl -e '
     sub prat { defined $_[0] ? sprintf("%.2fx", $_[0]) : "-" }
     my @clients = split " ", $ARGV[1];
     my %vars = (pairs => [qw(dlock hand advisory update floor redis)], contended => [qw(dlock hand advisory)],
-                preload => [qw(dlock_pre dlock_nopre)]);
+                preload => [qw(dlock_pre dlock_nopre)], shapes => [qw(exclusive slots shared)]);
     my @verdicts;
     for my $s (grep { $tps{$_} } qw(pairs contended)) {
         my $title = $s eq "pairs" ? "acquire+release pairs per second (each client its own key)"
@@ -504,11 +527,30 @@ perl -e '
                 $chg >= -5 && $pchg >= -5 ? "MET" : $chg >= -5 || $pchg >= -5 ? "MET by one of the two" : "NOT MET");
         }
     }
-    print "\nTargets (issues 2, 4, 12 and 25):\n";
+    if ($tps{shapes}) {
+        # issue 26: a semaphore of 4 slots and shared leases against leases
+        print "\nacquire+release pairs per second: semaphore (slots 4) and shared leases against leases\n";
+        printf "%-8s %10s %10s %10s %14s %9s %15s %9s\n", "clients", "exclusive", "slots 4", "shared",
+            "slots/excl", "(paired)", "shared/excl", "(paired)";
+        for my $c (@clients) {
+            my ($e, $sl, $sh) = map { m_of(\%tps, "shapes", $_, $c) } qw(exclusive slots shared);
+            next unless defined $e;
+            my ($ps, $ph) = (paired("shapes", "slots", "exclusive", $c), paired("shapes", "shared", "exclusive", $c));
+            printf "%-8s %10s %10s %10s %14s %9s %15s %9s\n", $c, fmt($e), fmt($sl), fmt($sh),
+                rat($sl, $e), prat($ps), rat($sh, $e), prat($ph);
+            for my $v (["slots", $sl, $ps], ["shared", $sh, $ph]) {
+                next unless defined $v->[1];
+                push @verdicts, sprintf("shapes    %2s clients: %s/exclusive = %5.2fx (paired %5.2fx), target >= 0.90x: %s",
+                    $c, $v->[0], $v->[1] / $e, $v->[2],
+                    $v->[1] / $e >= 0.9 && $v->[2] >= 0.9 ? "MET" : $v->[1] / $e >= 0.9 || $v->[2] >= 0.9 ? "MET by one of the two" : "NOT MET");
+            }
+        }
+    }
+    print "\nTargets (issues 2, 4, 12, 25 and 26):\n";
     print "  $_\n" for @verdicts;
     if (%bad) { print "\nSanity-check warnings:\n"; print "  $_: $bad{$_}\n" for sort keys %bad; }
     print "\nRaw per-run tps (rounds in order):\n";
-    for my $s (grep { $tps{$_} } qw(pairs contended preload)) {
+    for my $s (grep { $tps{$_} } qw(pairs contended preload shapes)) {
         for my $c (@clients) {
             for my $v (@{$vars{$s}}) {
                 next unless $tps{$s}{$v}{$c};

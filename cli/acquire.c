@@ -63,19 +63,28 @@ signal_name(int signo)
 DbResult
 acquire_lease(Db *db, const Options *o, char *token, size_t len)
 {
-	char		ttl[64], wait[64];
-	const char *p[4] = {o->key, o->holder, ttl, wait};
+	char		ttl[64], wait[64], slots[16];
+	const char *p[5] = {o->key, o->holder, ttl, wait, slots};
+	const char *sql = "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)";
+	int			nparams = 4;
 	DbResult	rc;
 
 	if (started_ms == 0)
 		started_ms = now_ms();
 	interval_text(o->ttl_ms, ttl, sizeof(ttl));
 	interval_text(o->wait_ms, wait, sizeof(wait));
+	if (o->slots > 0)
+	{
+		snprintf(slots, sizeof(slots), "%d", o->slots);
+		sql = "SELECT dlock_acquire($1, $2, $3::interval, $4::interval, $5::integer)";
+		nparams = 5;
+	}
+	else if (o->shared)
+		sql = "SELECT dlock_acquire_shared($1, $2, $3::interval, $4::interval)";
 	db->wake_fd = signals_catch();
 	db->on_wake = interrupt_on_signal;
 	db->wake_arg = NULL;
-	rc = db_call(db, "SELECT dlock_acquire($1, $2, $3::interval, $4::interval)",
-				 4, p, token, len);
+	rc = db_call(db, sql, nparams, p, token, len);
 	if (db->interrupted)
 		interrupted_release(db, o, NULL,
 							db->sent ? "while acquiring" : "while connecting to acquire");

@@ -56,7 +56,7 @@ static const struct
 typedef enum OptId
 {
 	OPT_DBNAME, OPT_TTL, OPT_WAIT, OPT_HOLDER, OPT_TOKEN, OPT_GRACE, OPT_JSON,
-	OPT_HELP, OPT_VERSION, NUM_OPTS
+	OPT_SLOTS, OPT_SHARED, OPT_HELP, OPT_VERSION, NUM_OPTS
 } OptId;
 
 static const struct
@@ -74,6 +74,8 @@ static const struct
 	[OPT_TOKEN] = {"token", 0, true, C_RENEW | C_RELEASE},
 	[OPT_GRACE] = {"grace", 0, true, C_RUN},
 	[OPT_JSON] = {"json", 0, false, C_ALL},
+	[OPT_SLOTS] = {"slots", 0, true, C_RUN | C_ACQUIRE},
+	[OPT_SHARED] = {"shared", 0, false, C_RUN | C_ACQUIRE},
 	[OPT_HELP] = {"help", 'h', false, C_ALL},
 	[OPT_VERSION] = {"version", 'V', false, C_ALL},
 };
@@ -85,6 +87,7 @@ static const struct
 #define MAX_GRACE_MS DAY_MS
 #define MAX_KEY_BYTES 1024
 #define MAX_HOLDER_BYTES 256
+#define MAX_SLOTS	1000
 
 /* One line on standard error, "dlock: ..." and a pointer to --help; exit 64. */
 void
@@ -220,6 +223,22 @@ token_option(const char *value)
 	return t;
 }
 
+/* --slots: a whole number from 1 to MAX_SLOTS, in digits only */
+static int
+slots_option(const char *value)
+{
+	char	   *end;
+	long		n;
+
+	errno = 0;
+	n = strtol(value, &end, 10);
+	if (!isdigit((unsigned char) value[0]) || *end != '\0' || errno == ERANGE ||
+		n < 1 || n > MAX_SLOTS)
+		usage_error("invalid --slots \"%s\": a whole number from 1 to %d is expected",
+					value, MAX_SLOTS);
+	return (int) n;
+}
+
 /* KEY or --holder: 1 to max bytes */
 static void
 check_name(const char *what, const char *value, size_t max)
@@ -295,6 +314,12 @@ set_option(Options *o, OptId id, const char *value)
 		case OPT_JSON:
 			o->json = true;
 			break;
+		case OPT_SLOTS:
+			o->slots = slots_option(value);
+			break;
+		case OPT_SHARED:
+			o->shared = true;
+			break;
 		default:
 			break;
 	}
@@ -367,6 +392,8 @@ parse_args(int argc, char **argv, Options *o)
 			usage_error("%s takes no --%s", o->cmd, options[id].name);
 		set_option(o, (OptId) id, value[id]);
 	}
+	if (value[OPT_SLOTS] != NULL && value[OPT_SHARED] != NULL)
+		usage_error("--slots and --shared cannot go together");
 	if ((commands[cmd].bit & (C_RENEW | C_RELEASE)) && value[OPT_HOLDER] == NULL)
 		usage_error("%s needs --holder NAME (the holder that acquired the key)", o->cmd);
 	if (commands[cmd].bit == C_RUN && (o->cmd_argv == NULL || o->cmd_argv[0] == NULL))

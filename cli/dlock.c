@@ -50,6 +50,10 @@ static const char *usage_text =
 "  --token N              renew, release: the token of the grant\n"
 "  --grace DURATION       run: time between SIGTERM and SIGKILL of CMD, 0 to 1d\n"
 "                         (default 10s)\n"
+"  --slots N              run, acquire: one of N holders of a counting\n"
+"                         semaphore, 1 to 1000 (every holder names the same N)\n"
+"  --shared               run, acquire: a shared lease (any number of shared\n"
+"                         holders, or one holder of the lease)\n"
 "  --json                 print JSON\n"
 "  -h, --help             this help\n"
 "  -V, --version          dlock's version\n"
@@ -64,7 +68,7 @@ static const char *usage_text =
 
 static const char *run_usage_text =
 "Usage: dlock run KEY [--ttl 30s] [--wait 0] [--holder NAME] [--grace 10s]\n"
-"                 [-d CONNINFO] -- CMD [ARGS...]\n"
+"                 [--slots N | --shared] [-d CONNINFO] -- CMD [ARGS...]\n"
 "\n"
 "Acquires KEY (waiting up to --wait), runs CMD with DLOCK_KEY, DLOCK_HOLDER and\n"
 "DLOCK_TOKEN in its environment, and renews the lease every ttl/3.  If the\n"

@@ -40,6 +40,8 @@ typedef struct Options
 	bool		has_token;
 	long long	token;
 	bool		json;
+	int			slots;			/* --slots: a semaphore's; 0: not given */
+	bool		shared;			/* --shared: a shared lease */
 } Options;
 
 /*

@@ -80,8 +80,8 @@ set -- ${args[@]+"${args[@]}"}
 # (in the texts, \t is a tab and \n a newline)
 MUTANTS=$(cat <<'EOF'
 no-wake-at-expiry@src/acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/handover.c@if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
-handover-to-xact-block@src/acquire.c@dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());@dlock_wait_enqueue(hash, key, holder, ttl_us, true);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
+no-handover@src/handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
+handover-to-xact-block@src/acquire.c@slots == 1 && dlock_xact_alone());@slots == 1);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
 handover-ignores-withdrawal@src/handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
 handover-not-flushed@src/wait.c@\tXLogFlush(g->lsn);@\t(void) g;@tap:016_release_flush
 no-wake-on-release@src/xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
@@ -91,17 +91,17 @@ release-never-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = fals
 release-async-sticks@src/xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:018_release_flush_after
 tokens-plain-sequence@src/token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
 no-fifo@src/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
-no-role-check@src/lease.c@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
+no-role-check@src/lease_store.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
 views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
 wait0-sleeps@src/acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
 wait0-waits@src/acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
-wait-ends-early@src/acquire.c@start + wait_us, token);@start + wait_us / 2, token);@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-early@src/acquire.c@slots, hash, start + wait_us,@slots, hash, start + wait_us / 2,@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
 wait-ends-at-wakeup@src/acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
 acquire-waits-for-open-xact@src/lease.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
-wrong-holder-waits@src/lease.c@\tif (!dlock_key_trylock(&kl, mode))\n\t{\n\t\tdlock_lease_store_fetch(s, key, l);@\tif (!dlock_key_trylock(&kl, mode))\n\t\tdlock_key_lock(&kl, mode);\n\tif (false)\n\t{\n\t\tdlock_lease_store_fetch(s, key, l);@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
+wrong-holder-waits@src/lease.c@\tif (!dlock_key_trylock(&kl, mode))\n\t{\n\t\t(void) fetch_key(s, key, &one, &ls, &n);@\tif (!dlock_key_trylock(&kl, mode))\n\t\tdlock_key_lock(&kl, mode);\n\tif (false)\n\t{\n\t\t(void) fetch_key(s, key, &one, &ls, &n);@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
 ttl-from-xact-start@src/lease.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
 renew-from-xact-start@src/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
-expiry-at-xact-start@src/lease.c@\t*now = GetCurrentTimestamp();@\t*now = GetCurrentTransactionStartTimestamp();@regress:lease_basic regress:time_promises
+expiry-at-xact-start@src/lease.c@\tfetch_settled(s, key, &kl, mode, &one, &ls, &n);\n\t*now = GetCurrentTimestamp();@\tfetch_settled(s, key, &kl, mode, &one, &ls, &n);\n\t*now = GetCurrentTransactionStartTimestamp();@regress:lease_basic regress:time_promises
 claims-ttl-from-xact-start@src/claim.c@\tnow = GetCurrentTimestamp();\n\tdecide_claimable(@\tnow = GetCurrentTransactionStartTimestamp();\n\tdecide_claimable(@regress:time_promises isolation:time_at_once
 claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
 claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
@@ -170,11 +170,26 @@ releaser-keeps-orphan-grant@src/handover.c@\t\tcommitted && p->committing)@\t\tf
 wait-ignores-closed-client@src/wait.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
 commit-for-gone-client@src/xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
 release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
-decide-on-row-being-freed@src/lease.c@\t\tif (!TransactionIdIsValid(l->changing))\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
-take-over-row-being-freed@src/lease.c@\tif (TransactionIdIsValid(l.changing))\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
+decide-on-row-being-freed@src/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
+take-over-row-being-freed@src/lease.c@\tif (changing)\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
 sweep-at-once@src/sweep.c@\tsweep_pending = true;\n}@\tsweep_now();\n}@isolation:sweep_no_block
 cleanup-in-callers-transaction@src/worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_cleanup(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
 write-over-swept-row-fails@src/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
+slots-limit-ignored@src/args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
+slots-mismatch-unchecked@src/lease_read.c@\tif (live > 0 && !dlock_slots_compatible(key_slots, slots))\n\t\tdlock_slots_mismatch(key_slots, slots);@\t(void) key_slots;@regress:lease_slots
+slots-lease-mismatch-unchecked@src/lease_read.c@\tif (slots != 1)\n\t\tdlock_slots_mismatch(1, slots);@\t(void) 0;@regress:lease_slots
+slots-queue-mismatch-unchecked@src/acquire.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race
+slots-one-too-many@src/lease_read.c@\tif (live >= cap)\n\t\treturn DLOCK_KEY_FULL;@\tif (live > cap)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-token-not-per-holder@src/lease_read.c@\t\tif (dlock_lease_is_ours(&ls[i], holder, role))\n\t\t\tours = i;@\t\tif (ours < 0)\n\t\t\tours = i;@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-no-fifo@src/acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots == 1, woken,@isolation:slots_race
+slots-lease-reads-slot0-only@src/lease_read.c@\tif (!target->found || target->slots != 1)@\tif (!target->found)@regress:lease_slots
+shared-writer-starved@src/acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
+shared-upgrade@src/lease_read.c@\tif (live > 0 && key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (false)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+shared-and-lease-do-not-mix@src/dlock.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
+shared-readers-exclude@src/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
+shared-over-lease@src/lease_read.c@\tif (slots == DLOCK_SLOTS_SHARED)\n\t\treturn DLOCK_KEY_FULL;@\tif (slots == DLOCK_SLOTS_SHARED)\n\t{\n\t\ttarget->slot = 1;\n\t\ttarget->found = false;\n\t\ttarget->slots = slots;\n\t\treturn DLOCK_KEY_FREE;\n\t}@regress:lease_shared
+cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args
+cli-slots-ignored@cli/acquire.c@\tif (o->slots > 0)\n\t{@\tif (false)\n\t{@tap:081_cli_args
 multi-unsorted@src/lease_multi.c@\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@\tif (false)\n\t\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@regress:lease_multi isolation:multi_opposite_order
 multi-no-undo@src/lease_multi.c@\telse\n\t\tRollbackAndReleaseCurrentSubTransaction();@\telse\n\t\tReleaseCurrentSubTransaction();@regress:lease_multi isolation:multi_fifo
 multi-deadline-per-key@src/lease_multi.c@left = Max(deadline - GetCurrentTimestamp(), 0);@left = wait_us;@isolation:multi_fifo

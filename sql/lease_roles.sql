@@ -41,9 +41,9 @@ SELECT p.oid::regprocedure AS function,
  -- are the caller's SQL and resolve names with the caller's search_path;
  -- its internal queries pin search_path in C (checked in hostile_input).
  WHERE p.proname <> 'dlock_claim'
-   AND p.proname NOT IN ('dlock_acquire', 'dlock_release', 'dlock_renew',
-                         'dlock_validate', 'dlock_claimed', 'dlock_claim_unheld',
-                         'dlock_acquire_all');
+   AND p.proname NOT IN ('dlock_acquire', 'dlock_acquire_shared', 'dlock_release',
+                         'dlock_renew', 'dlock_validate', 'dlock_claimed',
+                         'dlock_claim_unheld', 'dlock_acquire_all');
 SELECT function, setting FROM dlock_function_config
  WHERE function::text ~ '^dlock_(acquire|release|renew|validate|release_all|force_release)\('
  ORDER BY function::text COLLATE "C";

@@ -21,12 +21,22 @@
 #include "wait.h"
 #include "xact.h"
 
+/*
+ * One attempt.  Waiters of the key asked for the same slots as this
+ * acquire, or it is an error (as it is when its holders did: lease.c);
+ * a lease and shared leases queue together, in one FIFO order, so that
+ * shared leases arriving after a waiting lease wait behind it.
+ */
 static DlockAcquireResult
-attempt(text *key, text *holder, int64 ttl_us, uint64 hash, bool woken,
-		int64 *token, TimestampTz *expires_at)
+attempt(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
+		bool woken, int64 *token, TimestampTz *expires_at)
 {
-	return dlock_lease_try_acquire(key, holder, ttl_us,
-								   dlock_wait_queue_blocks(hash), woken,
+	int			queue_slots;
+	bool		blocks = dlock_wait_queue_blocks(hash, &queue_slots);
+
+	if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))
+		dlock_slots_mismatch(queue_slots, slots);
+	return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,
 								   token, expires_at);
 }
 
@@ -50,7 +60,7 @@ count_grant(DlockAcquireResult r, bool waited)
  * waiter by a release, or wait runs out.
  */
 static DlockAcquireResult
-wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
+wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 			  TimestampTz deadline, int64 *token)
 {
 	TimestampTz expires_at = 0;
@@ -59,13 +69,18 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 	Oid			role = GetUserId();
 	bool		woken = false;
 	bool		granted;
+	int			other_slots;
 
 	/*
 	 * A release may grant the lease to this waiter in its own transaction
 	 * (handover.c) only when the acquire is its transaction as a whole: a
 	 * grant committed by another backend cannot roll back with this one.
+	 * Semaphores take no grants: a freed slot wakes their head waiter.
 	 */
-	dlock_wait_enqueue(hash, key, holder, ttl_us, dlock_xact_alone());
+	other_slots = dlock_wait_enqueue(hash, key, holder, ttl_us, slots,
+									 slots == 1 && dlock_xact_alone());
+	if (other_slots != 0)
+		dlock_slots_mismatch(other_slots, slots);
 	PG_TRY();
 	{
 		for (;;)
@@ -85,7 +100,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 			 */
 			if (!pending)
 			{
-				r = attempt(key, holder, ttl_us, hash, woken, token,
+				r = attempt(key, holder, ttl_us, slots, hash, woken, token,
 							&expires_at);
 				if (DLOCK_ACQ_OK(r))
 					break;
@@ -123,12 +138,13 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, uint64 hash,
 }
 
 /*
- * Try to acquire key for holder; with wait_us > 0, wait up to that long.
- * Returns true and the fencing token when acquired.
+ * Try to acquire key for holder, one of slots holders at most (1: a
+ * lease); with wait_us > 0, wait up to that long.  Returns true and the
+ * fencing token when acquired.
  */
 bool
 dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
-			  int64 *token)
+			  int slots, int64 *token)
 {
 	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, VARDATA_ANY(key),
 										  VARSIZE_ANY_EXHDR(key)).hash;
@@ -136,7 +152,7 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	TimestampTz start;
 	DlockAcquireResult r;
 
-	r = attempt(key, holder, ttl_us, hash, false, token, &expires_at);
+	r = attempt(key, holder, ttl_us, slots, hash, false, token, &expires_at);
 	if (DLOCK_ACQ_OK(r))
 	{
 		count_grant(r, false);
@@ -152,7 +168,8 @@ dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 	dlock_count(DLOCK_STAT_WAITS, 1);
 	if (dlock_debug_queue_delay_ms > 0)
 		pg_usleep((long) dlock_debug_queue_delay_ms * 1000L);
-	r = wait_in_queue(key, holder, ttl_us, hash, start + wait_us, token);
+	r = wait_in_queue(key, holder, ttl_us, slots, hash, start + wait_us,
+					  token);
 
 	dlock_count(DLOCK_STAT_WAIT_US, GetCurrentTimestamp() - start);
 	if (DLOCK_ACQ_OK(r))

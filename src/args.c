@@ -149,6 +149,22 @@ dlock_arg_wait(FunctionCallInfo fcinfo, int argno)
 	return us;
 }
 
+/* slots of a semaphore: 1 (a lease) up to DLOCK_MAX_SLOTS */
+int
+dlock_arg_slots(FunctionCallInfo fcinfo, int argno)
+{
+	int32		slots;
+
+	dlock_arg_not_null(fcinfo, argno, "slots");
+	slots = PG_GETARG_INT32(argno);
+	if (slots < 1 || slots > DLOCK_MAX_SLOTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("slots must be between 1 and %d", DLOCK_MAX_SLOTS),
+				 errdetail("This acquire asked for %d slots.", slots)));
+	return (int) slots;
+}
+
 /*
  * A fencing token argument.  Returns false when the argument is NULL and
  * null_ok (no token given); a NULL where a token is required is an error.

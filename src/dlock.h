@@ -15,6 +15,24 @@
 #define DLOCK_MAX_HOLDER_BYTES	256
 #define DLOCK_MAX_TTL_US		(30 * USECS_PER_DAY)
 #define DLOCK_MAX_WAIT_US		USECS_PER_DAY
+#define DLOCK_MAX_SLOTS			1000	/* holders of one semaphore */
+
+/*
+ * The slots of shared leases (dlock_acquire_shared): up to DLOCK_MAX_SLOTS
+ * shared holders at once, or one holder of the lease (slots 1).
+ */
+#define DLOCK_SLOTS_SHARED		(-1)
+
+/*
+ * Whether acquires asking for slots a and b may hold or wait for one key:
+ * the same slots, or a lease and shared leases (which exclude each other
+ * by taking turns, not by an error).
+ */
+static inline bool
+dlock_slots_compatible(int a, int b)
+{
+	return a == b || (a <= 1 && b <= 1);
+}
 
 /*
  * Rows one dlock_cleanup() call deletes at most, of leases and of claims

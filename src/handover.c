@@ -9,7 +9,8 @@
  * single-statement transaction) writes that waiter's grant, with a new
  * token, in the same row update, instead of freeing the key: a hand-off
  * then costs one commit, not a release commit followed by the waiter's
- * own.  The offer and its outcome go through the waiter's queue slot
+ * own (leases only: a semaphore's slot is freed, and its head waiter woken
+ * at the commit).  The offer and its outcome go through the waiter's queue slot
  * (wait.c, "Hand-off"); this file keeps the transaction's offers and
  * settles them when it ends: at pre-commit, an offer whose waiter withdrew
  * frees the key instead; at commit the waiter is told its token, at abort
@@ -86,9 +87,11 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 	/*
 	 * Only a release that is its transaction as a whole: the waiter learns
 	 * the outcome at this transaction's end, which a transaction block could
-	 * put off indefinitely or make a PREPARE.
+	 * put off indefinitely or make a PREPARE.  Only a lease: a semaphore's
+	 * (or shared lease's) freed slot goes to its head waiter, woken at this
+	 * commit (xact.c).
 	 */
-	if (dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))
+	if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))
 	{
 		/* remembered first: an error from here on must reach the waiter */
 		PendingOffer *p = remember_offer(&o, key);

@@ -19,11 +19,28 @@
  * once and takes no lock; release, renew and validate, which mostly come
  * from the holder, take the lock first and read once.
  *
+ * Semaphores (issue 26; reading a key's rows: lease_read.c).  An acquire
+ * with slots n > 1 admits up to n holders of the key at once, one row
+ * each: (key, slot) is the primary key, a lease is slot 0 with slots 1,
+ * and slot 0's slots says which a key is.  So a lease is still read with
+ * one index probe; a semaphore's rows are read together
+ * (dlock_lease_store_fetch_all), all under the one key lock.  Every live
+ * row of a key has the same slots (an acquire naming other slots is an
+ * error), and rows above slot 0 are only ever granted while slot 0 says
+ * slots other than 1 (a grant takes the lowest free slot), so a slot 0 row
+ * with slots 1 means no other row of the key is live.
+ *
+ * Shared leases are rows of slots DLOCK_SLOTS_SHARED, taken as a
+ * semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live shared rows
+ * or a live lease, never both; the queue keeps their turns (acquire.c).
+ *
  * Hand-over.  A release (or release_all, force_release) in a transaction
  * of its own that frees a key with a waiter at the head of its queue
  * grants the lease to that waiter in the same write, with a new token,
  * instead of freeing it: the hand-off then costs one commit, not a
- * release commit followed by the waiter's own (handover.c).
+ * release commit followed by the waiter's own (handover.c).  Leases only:
+ * a semaphore's freed slot goes to its head waiter when it is woken at
+ * the release's commit.
  *
  *-------------------------------------------------------------------------
  */
@@ -55,27 +72,12 @@
 
 /* ---- decisions ---- */
 
-static inline bool
-lease_live(const DlockLease *l, TimestampTz now)
-{
-	return l->held && l->expires_at > now;
-}
-
-static bool
-lease_is_ours(const DlockLease *l, text *holder, Oid role)
-{
-	return l->held && l->owner == role &&
-		VARSIZE_ANY_EXHDR(l->holder) == VARSIZE_ANY_EXHDR(holder) &&
-		memcmp(VARDATA_ANY(l->holder), VARDATA_ANY(holder),
-			   VARSIZE_ANY_EXHDR(holder)) == 0;
-}
-
 /* ours, live, and (if a token is given) exactly that grant */
 static bool
 lease_held_by(const DlockLease *l, text *holder, Oid role, TimestampTz now,
 			  bool has_token, int64 token)
 {
-	return lease_live(l, now) && lease_is_ours(l, holder, role) &&
+	return dlock_lease_live(l, now) && dlock_lease_is_ours(l, holder, role) &&
 		(!has_token || l->token == token);
 }
 
@@ -100,45 +102,13 @@ give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
 }
 
 /*
- * The unlocked first look of an acquire: false, with the answer in *res,
- * when the key cannot be had whatever happens under its lock.
- */
-static bool
-worth_locking(DlockStore *s, text *key, text *holder, Oid role,
-			  bool queue_blocks, DlockAcquireResult *res,
-			  TimestampTz *expires_at)
-{
-	DlockLease	l;
-	bool		live;
-	bool		ours_live;
-
-	dlock_lease_store_fetch(s, key, &l);
-	live = lease_live(&l, GetCurrentTimestamp());
-	ours_live = live && lease_is_ours(&l, holder, role);
-
-	/* someone else's live lease: answer at once, touching nothing */
-	if (live && !ours_live)
-	{
-		*expires_at = l.expires_at;
-		*res = DLOCK_ACQ_BUSY;
-		return false;
-	}
-
-	/*
-	 * free, but waiters queue for it: they come first, also before the
-	 * holder of a lease that ran out (only a live lease of one's own may be
-	 * extended past the queue)
-	 */
-	if (queue_blocks && !ours_live)
-	{
-		*res = DLOCK_ACQ_QUEUED;
-		return false;
-	}
-	return true;
-}
-
-/*
  * One attempt to acquire; never waits.  See DlockAcquireResult.
+ *
+ * An acquire first reads without the key lock, so that a failed acquire
+ * (someone else's live lease, or no free slot) answers at once and takes
+ * no lock.  While waiters queue for the key they come first, also before
+ * the holder of a lease that ran out (only a live lease of one's own may
+ * be extended past the queue).
  *
  * woken: the caller is a waiter just woken at the head of the key's queue,
  * most likely because the lease was freed; it skips the unlocked read
@@ -146,7 +116,7 @@ worth_locking(DlockStore *s, text *key, text *holder, Oid role,
  * waits for, so a queue ahead of it always means DLOCK_ACQ_QUEUED.
  */
 DlockAcquireResult
-dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
+dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 						bool queue_blocks, bool woken, int64 *token,
 						TimestampTz *expires_at)
 {
@@ -155,17 +125,25 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 	DlockStore	s;
 	DlockLease	l;
 	TimestampTz now;
+	TimestampTz busy_until;
+	bool		changing;
+	DlockKeyState st;
 	DlockAcquireResult res;
 
 	if (woken && queue_blocks)
 		return DLOCK_ACQ_QUEUED;
 
 	dlock_lease_store_open(&s);
-	if (!woken && !worth_locking(&s, key, holder, role, queue_blocks, &res,
-								 expires_at))
+	if (!woken)
 	{
-		dlock_store_close(&s);
-		return res;
+		st = dlock_lease_read_key(&s, key, holder, role, slots, &l, &now,
+								  &busy_until, &changing);
+		if (st == DLOCK_KEY_FULL || (queue_blocks && st != DLOCK_KEY_OURS))
+		{
+			*expires_at = busy_until;
+			dlock_store_close(&s);
+			return st == DLOCK_KEY_FULL ? DLOCK_ACQ_BUSY : DLOCK_ACQ_QUEUED;
+		}
 	}
 
 	/* another open transaction works on this key: do not wait for it */
@@ -175,25 +153,25 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 		return DLOCK_ACQ_LOCKED;
 	}
 
-	dlock_lease_store_fetch(&s, key, &l);
-	if (TransactionIdIsValid(l.changing))
+	st = dlock_lease_read_key(&s, key, holder, role, slots, &l, &now,
+							  &busy_until, &changing);
+	if (changing)
 	{
 		/* a bulk release still working: as if it held the key lock */
 		give_back_key(&kl, ExclusiveLock);
 		dlock_store_close(&s);
 		return DLOCK_ACQ_LOCKED;
 	}
-	now = GetCurrentTimestamp();
 	*expires_at = now + ttl_us;
-	if (lease_live(&l, now))
+	if (st == DLOCK_KEY_FULL)
 	{
-		if (!lease_is_ours(&l, holder, role))
-		{
-			*expires_at = l.expires_at;
-			dlock_key_unlock(&kl, ExclusiveLock);
-			dlock_store_close(&s);
-			return DLOCK_ACQ_BUSY;
-		}
+		*expires_at = busy_until;
+		dlock_key_unlock(&kl, ExclusiveLock);
+		dlock_store_close(&s);
+		return DLOCK_ACQ_BUSY;
+	}
+	else if (st == DLOCK_KEY_OURS)
+	{
 		dlock_lease_store_extend(&s, key, &l, ttl_us, *expires_at);
 		*token = l.token;
 		res = DLOCK_ACQ_EXTENDED;
@@ -223,35 +201,69 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us,
 }
 
 /*
- * Read key's row under its lock (held in mode), once no other transaction
- * is changing it.  A bulk release gives each key lock back as soon as it
- * has written (see dlock_lease_release_all), so a row can carry another
- * transaction's uncommitted update although its key lock is free: that
- * transaction is waited for, without the key lock (so that it can take
- * its next keys), as a holder of the key lock would have been.
+ * The rows a decision about key rests on: the one row of a lease (slot 0
+ * with slots 1, read into *one), else every row of the key (a semaphore,
+ * or a key without a slot 0 row); their number in *n.  Returns the row
+ * another open transaction is changing, if one is, else NULL.
+ */
+static DlockLease *
+fetch_key(DlockStore *s, text *key, DlockLease *one, DlockLease **ls, int *n)
+{
+	dlock_lease_store_fetch(s, key, one);
+	*ls = one;
+	*n = 1;
+	if (!one->found || one->slots != 1)
+		*ls = dlock_lease_store_fetch_all(s, key, n);
+	for (int i = 0; i < *n; i++)
+		if (TransactionIdIsValid((*ls)[i].changing))
+			return &(*ls)[i];
+	return NULL;
+}
+
+/*
+ * Read key's rows (fetch_key) under its lock (held in mode), once no
+ * other transaction is changing them.  A bulk release gives each key lock
+ * back as soon as it has written (see dlock_lease_release_all), so a row
+ * can carry another transaction's uncommitted update although its key
+ * lock is free: that transaction is waited for, without the key lock (so
+ * that it can take its next keys), as a holder of the key lock would have
+ * been.
  */
 static void
 fetch_settled(DlockStore *s, text *key, const DlockKeyLock *kl,
-			  LOCKMODE mode, DlockLease *l)
+			  LOCKMODE mode, DlockLease *one, DlockLease **ls, int *n)
 {
 	for (;;)
 	{
-		dlock_lease_store_fetch(s, key, l);
-		if (!TransactionIdIsValid(l->changing))
+		DlockLease *busy = fetch_key(s, key, one, ls, n);
+
+		if (busy == NULL)
 			return;
 		dlock_key_unlock(kl, mode);
-		XactLockTableWait(l->changing, s->rel, &l->tid, XLTW_None);
+		XactLockTableWait(busy->changing, s->rel, &busy->tid, XLTW_None);
 		dlock_key_lock(kl, mode);
 	}
 }
 
+/* the row of ls that holder holds (see lease_held_by), or -1 */
+static int
+held_row(const DlockLease *ls, int n, text *holder, Oid role,
+		 TimestampTz now, bool has_token, int64 token)
+{
+	for (int i = 0; i < n; i++)
+		if (lease_held_by(&ls[i], holder, role, now, has_token, token))
+			return i;
+	return -1;
+}
+
 /*
  * Release, renew and validate share one shape: the key lock, then the
- * decision on the latest row.  When another transaction holds the key
- * lock, a quick read first says "no" without waiting; only the holder
- * waits for the lock (so that a fenced transaction finishes first).
- * Returns true with the lock held and *l filled in when the holder holds
- * the lease; false with the lock given back otherwise.
+ * decision on the latest row (of a semaphore: the holder's row).  When
+ * another transaction holds the key lock, a quick read first says "no"
+ * without waiting; only the holder waits for the lock (so that a fenced
+ * transaction finishes first).  Returns true with the lock held and *l
+ * filled in when the holder holds the lease; false with the lock given
+ * back otherwise.
  */
 static bool
 lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
@@ -259,22 +271,28 @@ lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 				TimestampTz *now)
 {
 	DlockKeyLock kl = lease_keylock(key);
+	DlockLease	one;
+	DlockLease *ls;
+	int			n;
+	int			i;
 
 	if (!dlock_key_trylock(&kl, mode))
 	{
-		dlock_lease_store_fetch(s, key, l);
-		if (!lease_held_by(l, holder, role, GetCurrentTimestamp(), has_token,
-						   token))
+		(void) fetch_key(s, key, &one, &ls, &n);
+		if (held_row(ls, n, holder, role, GetCurrentTimestamp(), has_token,
+					 token) < 0)
 			return false;
 		dlock_key_lock(&kl, mode);
 	}
-	fetch_settled(s, key, &kl, mode, l);
+	fetch_settled(s, key, &kl, mode, &one, &ls, &n);
 	*now = GetCurrentTimestamp();
-	if (!lease_held_by(l, holder, role, *now, has_token, token))
+	i = held_row(ls, n, holder, role, *now, has_token, token);
+	if (i < 0)
 	{
 		give_back_key(&kl, mode);
 		return false;
 	}
+	*l = ls[i];
 	return true;
 }
 
@@ -428,24 +446,31 @@ dlock_lease_release_all(text *holder)
 	return freed;
 }
 
-/* Operators: free a live lease whoever holds it. */
+/* Operators: free a live lease (every slot of a semaphore) whoever holds it. */
 bool
 dlock_lease_force_release(text *key)
 {
 	DlockKeyLock kl = lease_keylock(key);
 	DlockStore	s;
-	DlockLease	l;
+	DlockLease	one;
+	DlockLease *ls;
+	int			n;
 	TimestampTz now;
-	bool		ok;
+	bool		ok = false;
 
 	dlock_lease_store_open(&s);
 	dlock_key_lock(&kl, ExclusiveLock);
-	fetch_settled(&s, key, &kl, ExclusiveLock, &l);
+	fetch_settled(&s, key, &kl, ExclusiveLock, &one, &ls, &n);
 	now = GetCurrentTimestamp();
-	ok = lease_live(&l, now);
-	if (ok)
-		dlock_lease_free_or_hand_over(&s, key, &l, now, &kl);
-	else
+	/* a semaphore: all of its holders */
+	for (int i = 0; i < n; i++)
+	{
+		if (!dlock_lease_live(&ls[i], now))
+			continue;
+		dlock_lease_free_or_hand_over(&s, key, &ls[i], now, &kl);
+		ok = true;
+	}
+	if (!ok)
 		give_back_key(&kl, ExclusiveLock);
 	dlock_store_close(&s);
 	return ok;

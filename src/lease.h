@@ -24,8 +24,25 @@ typedef enum DlockAcquireResult
 
 #define DLOCK_ACQ_OK(r) ((r) <= DLOCK_ACQ_EXTENDED)
 
+/* What an acquire finds on a key (lease_read.c). */
+typedef enum DlockKeyState
+{
+	DLOCK_KEY_OURS,				/* the holder's own live lease or slot */
+	DLOCK_KEY_FULL,				/* no room: held by others */
+	DLOCK_KEY_FREE				/* a slot to grant */
+} DlockKeyState;
+
+struct DlockStore;
+struct DlockLease;
+extern DlockKeyState dlock_lease_read_key(struct DlockStore *s, text *key,
+										  text *holder, Oid role, int slots,
+										  struct DlockLease *target,
+										  TimestampTz *now,
+										  TimestampTz *busy_until,
+										  bool *changing);
+
 extern DlockAcquireResult dlock_lease_try_acquire(text *key, text *holder,
-												  int64 ttl_us,
+												  int64 ttl_us, int slots,
 												  bool queue_blocks,
 												  bool woken,
 												  int64 *token,
@@ -40,7 +57,8 @@ extern bool dlock_lease_force_release(text *key);
 
 /* acquire.c: one attempt, or a wait in the key's queue */
 extern bool dlock_acquire(text *key, text *holder, int64 ttl_us,
-						  int64 wait_us, int64 *token);
+						  int64 wait_us, int slots, int64 *token);
+extern void dlock_slots_mismatch(int key_slots, int asked);
 
 
 #endif							/* DLOCK_LEASE_H */

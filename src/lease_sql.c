@@ -45,7 +45,61 @@ dlock_acquire_sql(PG_FUNCTION_ARGS)
 	int64		token;
 
 	dlock_arg_writes_allowed("dlock_acquire()");
-	if (!dlock_acquire(key, holder, ttl_us, wait_us, &token))
+	if (!dlock_acquire(key, holder, ttl_us, wait_us, 1, &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/*
+ * dlock_acquire(key text, holder text, ttl interval, wait interval,
+ *				 slots integer) RETURNS bigint
+ *
+ * A counting semaphore: the key admits up to slots holders at once, each
+ * with its own token (slots 1: the lease of the four-argument function).
+ * Every acquire of a key names the same slots while anyone holds or waits
+ * for it.  The fencing token, or NULL when not acquired within wait.  NULL
+ * arguments are errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_acquire_slots_sql);
+Datum
+dlock_acquire_slots_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
+	int64		wait_us = dlock_arg_wait(fcinfo, 3);
+	int			slots = dlock_arg_slots(fcinfo, 4);
+	int64		token;
+
+	dlock_arg_writes_allowed("dlock_acquire()");
+	if (!dlock_acquire(key, holder, ttl_us, wait_us, slots, &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/*
+ * dlock_acquire_shared(key text, holder text,
+ *						ttl interval DEFAULT '30 seconds',
+ *						wait interval DEFAULT '0') RETURNS bigint
+ *
+ * A shared lease: any number of shared holders at once (up to
+ * DLOCK_MAX_SLOTS), or the one holder of the key's lease (dlock_acquire),
+ * in the FIFO order of the key's queue.  The fencing token, or NULL when
+ * not acquired within wait.  NULL arguments are errors.
+ */
+PG_FUNCTION_INFO_V1(dlock_acquire_shared_sql);
+Datum
+dlock_acquire_shared_sql(PG_FUNCTION_ARGS)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
+	int64		wait_us = dlock_arg_wait(fcinfo, 3);
+	int64		token;
+
+	dlock_arg_writes_allowed("dlock_acquire_shared()");
+	if (!dlock_acquire(key, holder, ttl_us, wait_us, DLOCK_SLOTS_SHARED,
+					   &token))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);
 }

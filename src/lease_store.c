@@ -49,7 +49,12 @@
 #include "spi_access.h"
 #include "store.h"
 
-/* columns of dlock.lease, in the order dlock--0.1.sql creates them */
+/*
+ * columns of dlock.lease, in the order dlock--0.1.sql creates them; slot
+ * and slots come with 0.4 (semaphores, issue 26), and the primary key is
+ * (key, slot) from then on.  Until ALTER EXTENSION dlock UPDATE adds
+ * them, every row is slot 0 of a lease (slots 1).
+ */
 #define Anum_lease_key			1
 #define Anum_lease_holder		2
 #define Anum_lease_owner		3
@@ -57,7 +62,10 @@
 #define Anum_lease_ttl_us		5
 #define Anum_lease_acquired_at	6
 #define Anum_lease_expires_at	7
-#define Natts_lease				7
+#define Anum_lease_slot			8
+#define Anum_lease_slots		9
+#define Natts_lease				9
+#define Natts_lease_03			7
 
 /* Open dlock.lease for one call. */
 void
@@ -65,7 +73,7 @@ dlock_lease_store_open(DlockStore *s)
 {
 	List	   *indexes;
 
-	dlock_store_open(s, "lease", Natts_lease);
+	dlock_store_open_either(s, "lease", Natts_lease, Natts_lease_03);
 	/* the primary key is the only index kept up to date here */
 	indexes = RelationGetIndexList(s->rel);
 	if (list_length(indexes) != 1)
@@ -77,6 +85,13 @@ dlock_lease_store_open(DlockStore *s)
 				 errhint("Drop the other indexes, or re-create the extension dlock.")));
 	list_free(indexes);
 	s->index_info = NULL;
+}
+
+/* whether dlock.lease has the columns of semaphores (dlock 0.4 and later) */
+bool
+dlock_lease_store_has_slots(DlockStore *s)
+{
+	return RelationGetDescr(s->rel)->natts >= Anum_lease_slots;
 }
 
 /*
@@ -110,34 +125,35 @@ row_changed_by(DlockStore *s, bool *stale)
 	return InvalidTransactionId;
 }
 
-/*
- * Read key's row at the latest committed state (and this transaction's
- * own changes) into *l, as it is stored; l->found is false when there is
- * none.  l->changing is set when another transaction in progress is
- * changing that row (see row_changed_by).
- */
-static void
-fetch_stored(DlockStore *s, text *key, DlockLease *l)
+/* the scan keys of key's rows (nkeys 1), or of its slot 0 (nkeys 2) */
+static int
+key_scankeys(DlockStore *s, text *key, bool slot0, ScanKeyData *skey)
 {
-	ScanKeyData skey;
-	TupleTableSlot *slot = s->slot;
-	bool		stale;
-
-	memset(l, 0, sizeof(*l));
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   s->idx->rd_indcollation[0], F_TEXTEQ,
 						   PointerGetDatum(key));
-	for (;;)
-	{
-		if (!dlock_store_fetch(s, &skey, 1))
-			return;
-		l->changing = row_changed_by(s, &stale);
-		if (!stale)
-			break;
-		CHECK_FOR_INTERRUPTS();
-	}
+	if (!slot0 || !dlock_lease_store_has_slots(s))
+		return 1;
+	ScanKeyEntryInitialize(&skey[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_INT2EQ, Int16GetDatum(0));
+	return 2;
+}
+
+/* the row version in s->slot into *l (found, changing are the caller's) */
+static void
+read_row(DlockStore *s, DlockLease *l)
+{
+	TupleTableSlot *slot = s->slot;
+
 	l->found = true;
 	l->tid = slot->tts_tid;
+	l->slot = 0;
+	l->slots = 1;
+	if (dlock_lease_store_has_slots(s))
+	{
+		l->slot = DatumGetInt16(slot->tts_values[Anum_lease_slot - 1]);
+		l->slots = DatumGetInt16(slot->tts_values[Anum_lease_slots - 1]);
+	}
 	if (!slot->tts_isnull[Anum_lease_holder - 1])
 	{
 		l->held = true;
@@ -151,6 +167,45 @@ fetch_stored(DlockStore *s, text *key, DlockLease *l)
 }
 
 /*
+ * Read the row of key's slot 0 (the only row of a lease) at the latest
+ * committed state (and this transaction's own changes) into *l, as it is
+ * stored; l->found is false when there is none.  l->changing is set when
+ * another transaction in progress is changing that row (see
+ * row_changed_by).
+ */
+static void
+fetch_stored(DlockStore *s, text *key, DlockLease *l)
+{
+	ScanKeyData skey[2];
+	int			nkeys = key_scankeys(s, key, true, skey);
+	bool		stale;
+
+	memset(l, 0, sizeof(*l));
+	for (;;)
+	{
+		if (!dlock_store_fetch(s, skey, nkeys))
+			return;
+		l->changing = row_changed_by(s, &stale);
+		if (!stale)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	read_row(s, l);
+}
+
+/* an abandoned hand-over grant (abandon.c) reads as a free key */
+static void
+unless_abandoned(DlockLease *l)
+{
+	if (l->held && dlock_abandoned(l->token))
+	{
+		l->held = false;
+		l->holder = NULL;
+		l->owner = InvalidOid;
+	}
+}
+
+/*
  * Read key's row as it is stored (fetch_stored), except that a hand-over
  * grant that its waiter abandoned (abandon.c) reads as a free key.
  */
@@ -158,11 +213,56 @@ void
 dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
 {
 	fetch_stored(s, key, l);
-	if (l->held && dlock_abandoned(l->token))
+	unless_abandoned(l);
+}
+
+/*
+ * Every row of key (a semaphore has one per slot it used), in slot order,
+ * read at one snapshot as dlock_lease_store_fetch reads one: a palloc'd
+ * array, its length in *n.  A row whose updater committed after that
+ * snapshot makes it read them all again.
+ */
+DlockLease *
+dlock_lease_store_fetch_all(DlockStore *s, text *key, int *n)
+{
+	ScanKeyData skey[2];
+	int			nkeys = key_scankeys(s, key, false, skey);
+	int			size = 4;
+	DlockLease *ls = palloc(sizeof(DlockLease) * size);
+
+	for (;;)
 	{
-		l->held = false;
-		l->holder = NULL;
-		l->owner = InvalidOid;
+		bool		stale = false;
+
+		*n = 0;
+		dlock_store_batch_begin(s, nkeys);
+		index_rescan(s->scan, skey, nkeys, NULL, 0);
+		while (index_getnext_slot(s->scan, ForwardScanDirection, s->slot))
+		{
+			DlockLease *l;
+
+			CHECK_FOR_INTERRUPTS();
+			ExecMaterializeSlot(s->slot);
+			slot_getallattrs(s->slot);
+			if (*n == size)
+			{
+				size *= 2;
+				ls = repalloc(ls, sizeof(DlockLease) * size);
+			}
+			l = &ls[*n];
+			memset(l, 0, sizeof(*l));
+			l->changing = row_changed_by(s, &stale);
+			if (stale)
+				break;
+			read_row(s, l);
+			unless_abandoned(l);
+			(*n)++;
+		}
+		dlock_store_batch_end(s);
+		ExecClearTuple(s->slot);
+		if (!stale)
+			return ls;
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 
@@ -187,6 +287,13 @@ form_row(DlockStore *s, text *key, const DlockLease *v)
 	values[Anum_lease_ttl_us - 1] = Int64GetDatum(v->ttl_us);
 	values[Anum_lease_acquired_at - 1] = TimestampTzGetDatum(v->acquired_at);
 	values[Anum_lease_expires_at - 1] = TimestampTzGetDatum(v->expires_at);
+	if (dlock_lease_store_has_slots(s))
+	{
+		values[Anum_lease_slot - 1] = Int16GetDatum((int16) v->slot);
+		values[Anum_lease_slots - 1] = Int16GetDatum((int16) v->slots);
+	}
+	else if (v->slot != 0 || v->slots != 1)
+		elog(ERROR, "dlock: a semaphore row in a table without slots");
 	return heap_form_tuple(RelationGetDescr(s->rel), values, nulls);
 }
 
@@ -194,15 +301,20 @@ form_row(DlockStore *s, text *key, const DlockLease *v)
 static void
 index_row(DlockStore *s, HeapTuple tup, bool key_unchanged)
 {
-	Datum		keyval;
-	bool		isnull;
+	Datum		keyvals[2];
+	bool		isnull[2] = {false, false};
 
 	if (HeapTupleIsHeapOnly(tup))
 		return;
 	if (s->index_info == NULL)
 		s->index_info = BuildIndexInfo(s->idx);
-	keyval = heap_getattr(tup, Anum_lease_key, RelationGetDescr(s->rel), &isnull);
-	(void) index_insert(s->idx, &keyval, &isnull, &tup->t_self, s->rel,
+	/* (key), or (key, slot) from 0.4 on */
+	keyvals[0] = heap_getattr(tup, Anum_lease_key, RelationGetDescr(s->rel),
+							  &isnull[0]);
+	if (dlock_lease_store_has_slots(s))
+		keyvals[1] = heap_getattr(tup, Anum_lease_slot,
+								  RelationGetDescr(s->rel), &isnull[1]);
+	(void) index_insert(s->idx, keyvals, isnull, &tup->t_self, s->rel,
 						UNIQUE_CHECK_YES, key_unchanged, s->index_info);
 }
 
@@ -312,7 +424,7 @@ dlock_lease_store_holder_keys(text *holder, Oid owner, text *after,
 	values[2] = PointerGetDatum(after);
 	values[3] = Int32GetDatum(limit);
 	*n = dlock_spi_run(dlock_spi_plan(&plan,
-									  "SELECT key FROM " DLOCK_SCHEMA ".lease"
+									  "SELECT DISTINCT key FROM " DLOCK_SCHEMA ".lease"
 									  " WHERE holder" EQ "$1 AND owner" EQ "$2"
 									  "   AND key OPERATOR(pg_catalog.>) $3"
 									  " ORDER BY key LIMIT $4",

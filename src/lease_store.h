@@ -24,15 +24,37 @@ typedef struct DlockLease
 	int64		ttl_us;			/* ttl it was granted with */
 	TimestampTz acquired_at;
 	TimestampTz expires_at;
+	int			slot;			/* its slot (0 for a lease) */
+	int			slots;			/* the key's slots when granted (1: a lease) */
 	ItemPointerData tid;		/* the row version read */
 	TransactionId changing;		/* another transaction in progress that
 								 * updated that version (a bulk release: see
 								 * lease.c), or InvalidTransactionId */
 } DlockLease;
 
+/* the lease in *l is unexpired at now */
+static inline bool
+dlock_lease_live(const DlockLease *l, TimestampTz now)
+{
+	return l->held && l->expires_at > now;
+}
+
+/* the lease in *l is holder's, taken as role */
+static inline bool
+dlock_lease_is_ours(const DlockLease *l, text *holder, Oid role)
+{
+	return l->held && l->owner == role &&
+		VARSIZE_ANY_EXHDR(l->holder) == VARSIZE_ANY_EXHDR(holder) &&
+		memcmp(VARDATA_ANY(l->holder), VARDATA_ANY(holder),
+			   VARSIZE_ANY_EXHDR(holder)) == 0;
+}
+
 /* dlock.lease, opened for one call (store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
+extern bool dlock_lease_store_has_slots(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
+extern DlockLease *dlock_lease_store_fetch_all(DlockStore *s, text *key,
+											   int *n);
 
 extern void dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,

@@ -67,6 +67,15 @@
 DLOCK_NO_SEARCH_PATH("dlock_acquire(text, text, interval, interval)", dlock_acquire_sql)
 
 /*
+ * dlock_acquire with slots (a counting semaphore, issue 26): as above; a
+ * semaphore's rows are read through the same primary key index.
+ */
+DLOCK_NO_SEARCH_PATH("dlock_acquire(text, text, interval, interval, integer)", dlock_acquire_slots_sql)
+
+/* dlock_acquire_shared (shared leases, issue 26): as dlock_acquire. */
+DLOCK_NO_SEARCH_PATH("dlock_acquire_shared(text, text, interval, interval)", dlock_acquire_shared_sql)
+
+/*
  * dlock_release: reads and writes the key's row directly; a hand-over to
  * the head waiter draws a token as above and grants in the same write
  * (handover.c, wait.c).

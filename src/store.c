@@ -38,6 +38,17 @@
 void
 dlock_store_open(DlockStore *s, const char *name, int natts)
 {
+	dlock_store_open_either(s, name, natts, natts);
+}
+
+/*
+ * The same, for a table that has natts columns in this version of dlock
+ * and older_natts before an ALTER EXTENSION dlock UPDATE added some.
+ */
+void
+dlock_store_open_either(DlockStore *s, const char *name, int natts,
+						int older_natts)
+{
 	Oid			nsp = get_namespace_oid(DLOCK_SCHEMA, true);
 	Oid			relid = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
 	Oid			pkey;
@@ -50,7 +61,8 @@ dlock_store_open(DlockStore *s, const char *name, int natts)
 				 errhint("Run CREATE EXTENSION dlock in this database.")));
 	s->rel = table_open(relid, RowExclusiveLock);
 	pkey = dlock_primary_key_index(s->rel);
-	if (RelationGetDescr(s->rel)->natts != natts ||
+	if ((RelationGetDescr(s->rel)->natts != natts &&
+		 RelationGetDescr(s->rel)->natts != older_natts) ||
 		s->rel->rd_rel->relkind != RELKIND_RELATION || !OidIsValid(pkey))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -24,6 +24,8 @@ typedef struct DlockStore
 } DlockStore;
 
 extern void dlock_store_open(DlockStore *s, const char *name, int natts);
+extern void dlock_store_open_either(DlockStore *s, const char *name,
+									int natts, int older_natts);
 extern void dlock_store_close(DlockStore *s);
 extern bool dlock_store_fetch(DlockStore *s, ScanKey keys, int nkeys);
 extern void dlock_store_batch_begin(DlockStore *s, int nkeys);

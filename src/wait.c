@@ -88,6 +88,7 @@ typedef struct DlockWaitSlot
 	Oid			dboid;
 	Oid			owner;			/* the waiting role */
 	int64		ttl_us;			/* the ttl it asked for */
+	int			slots;			/* and the slots (1: a lease) */
 	bool		takes_grant;	/* a release may grant the lease to it */
 	DlockOfferState offer;		/* see "Hand-off" above */
 	int64		grant_token;	/* GRANTED: the lease's token, */
@@ -217,16 +218,23 @@ dlock_wait_yield(void)
 		(void) sched_yield();
 }
 
-/* True when waiters queue for this key and this backend is not their head. */
+/*
+ * True when waiters queue for this key and this backend is not their head.
+ * *slots: the slots the key's waiters asked for (they all agree: see
+ * dlock_wait_enqueue), or 0 when nobody waits for it.
+ */
 bool
-dlock_wait_queue_blocks(uint64 hash)
+dlock_wait_queue_blocks(uint64 hash, int *slots)
 {
 	int			head;
 
+	*slots = 0;
 	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
 		return false;
 	LWLockAcquire(waitq->lock, LW_SHARED);
 	head = queue_head_locked(hash);
+	if (head >= 0)
+		*slots = waitq->slots[head].slots;
 	LWLockRelease(waitq->lock);
 	return head >= 0 && head != my_slot;
 }
@@ -242,16 +250,20 @@ wait_exit_callback(int code, Datum arg)
 /*
  * Join the queue for a key.  takes_grant: a release may grant the lease
  * to this waiter in the release's own transaction (see "Hand-off").
- * Without shared memory there is no queue.
+ * Without shared memory there is no queue.  Every waiter of a key asks for
+ * the same slots (or for a lease and shared leases): when another waiter
+ * of the key asked for other slots, this one does not join, and their
+ * number comes back (else 0).
  */
-void
+int
 dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
-				   bool takes_grant)
+				   int slots, bool takes_grant)
 {
 	DlockWaitSlot *s = NULL;
+	int			other = 0;
 
 	if (waitq == NULL)
-		return;
+		return 0;
 	Assert(my_slot < 0);
 	if (!exit_callback_registered)
 	{
@@ -262,15 +274,21 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
 	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < waitq->nslots; i++)
 	{
-		if (!waitq->slots[i].in_use)
+		DlockWaitSlot *w = &waitq->slots[i];
+
+		if (w->in_use && w->key_hash == hash && w->dboid == MyDatabaseId &&
+			!dlock_slots_compatible(w->slots, slots))
 		{
-			my_slot = i;
-			s = &waitq->slots[i];
+			other = w->slots;
+			s = NULL;
 			break;
 		}
+		if (!w->in_use && s == NULL)
+			s = w;
 	}
 	if (s != NULL)
 	{
+		my_slot = s - waitq->slots;
 		s->in_use = true;
 		s->pid = MyProcPid;
 		s->procno = dlock_my_procno();
@@ -280,6 +298,7 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
 		s->dboid = MyDatabaseId;
 		s->owner = GetUserId();
 		s->ttl_us = ttl_us;
+		s->slots = slots;
 		s->takes_grant = takes_grant;
 		s->offer = DLOCK_OFFER_NONE;
 		text_to_cstring_buffer(key, s->key, sizeof(s->key));
@@ -288,6 +307,7 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
 	}
 	LWLockRelease(waitq->lock);
 	/* no free slot cannot happen (one per backend); then we just poll */
+	return other;
 }
 
 /* the state of this waiter's offer, read under the lock */

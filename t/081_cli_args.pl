@@ -267,5 +267,50 @@ is(dj($out, {})->{owner}, 'Bob', 'status as "Bob" of its own lease: owner Bob');
 ok($rc == 75 && $err =~ /^dlock: cli:bob not acquired/, 'carol\'s acquire of bob\'s key: 75, with a reason');
 dl('force-release', $_, '-d', $conn) for ('cli:bob', 'cli:Bob', 'cli:xyz');
 
+# --- --slots N and --shared (semaphores and shared leases, issue 26) ---
+for my $v ('0', '1001', '-1', '1.5', 'abc', '', ' 2', '+2', '99999999999999999999')
+{
+	usage_error_ok("--slots \"$v\"", qr/invalid --slots "\Q$v\E": a whole number from 1 to 1000/,
+		'acquire', 'k', '--slots', $v);
+}
+usage_error_ok('--slots with --shared', qr/--slots and --shared cannot go together/,
+	'run', 'k', '--slots', '2', '--shared', '--', 'true');
+usage_error_ok('renew --slots', qr/renew takes no --slots/, 'renew', 'k', '--holder', 'h', '--slots', '2');
+usage_error_ok('release --shared', qr/release takes no --shared/, 'release', 'k', '--holder', 'h', '--shared');
+usage_error_ok('--shared=x', qr/--shared takes no value/, 'acquire', 'k', '--shared=x');
+my @slot_tok;
+for my $h ('s1', 's2')
+{
+	($rc, $out, $err) = dl('acquire', 'cli:sem', '--holder', $h, '--slots', '2', '--ttl', '5m', '-d', $conn);
+	ok($rc == 0 && $out =~ /^(\d+)$/, "acquire --slots 2 as $h: a token") or diag($err);
+	push @slot_tok, $1;
+}
+($rc, $out, $err) = dl('acquire', 'cli:sem', '--holder', 's3', '--slots=2', '-d', $conn);
+ok($rc == 75 && $err =~ /^dlock: cli:sem not acquired/, 'a third holder of --slots 2: 75');
+($rc, $out, $err) = dl('run', 'cli:sem', '--slots', '3', '-d', $conn, '--', 'true');
+ok($rc == 64 && $err =~ /slots does not match/, 'run --slots 3 of a key held with 2 slots: the error, 64');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(holder, ',' ORDER BY holder) FROM dlock_locks WHERE key = 'cli:sem'}),
+	's1,s2', 'both holders of the semaphore in dlock_locks');
+is((dl('release', 'cli:sem', '--holder', 's1', '--token', $slot_tok[0], '-d', $conn))[0], 0,
+	'release of one slot by its holder and token');
+($rc, $out, $err) = dl('run', 'cli:sem', '--slots', '2', '--holder', 'r', '-d', $conn, '--',
+	'sh', '-c', 'test "$DLOCK_TOKEN" -gt ' . $slot_tok[1]);
+is($rc, 0, 'run --slots 2: CMD runs in the freed slot with a greater token') or diag($err);
+dl('release', 'cli:sem', '--holder', 's2', '-d', $conn);
+for my $h ('r1', 'r2')
+{
+	is((dl('acquire', 'cli:sh', '--holder', $h, '--shared', '--ttl', '5m', '-d', $conn))[0], 0,
+		"acquire --shared as $h");
+}
+($rc, $out, $err) = dl('acquire', 'cli:sh', '--holder', 'w', '-d', $conn);
+is($rc, 75, 'the lease of a key with shared holders: 75');
+($rc, $out, $err) = dl('run', 'cli:sh', '--shared', '--holder', 'r3', '-d', $conn, '--',
+	'sh', '-c', 'test -n "$DLOCK_TOKEN"');
+is($rc, 0, 'run --shared beside two shared holders') or diag($err);
+is($node->safe_psql('postgres', q{SELECT count(*) FROM dlock_locks WHERE key = 'cli:sh'}),
+	'2', 'run --shared released its lease at the end');
+dl('release', 'cli:sh', '--holder', $_, '-d', $conn) for ('r1', 'r2');
+
 $node->stop;
 done_testing();
