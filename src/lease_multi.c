@@ -104,7 +104,7 @@ acquire_in_order(text **keys, int n, text *holder, int64 ttl_us,
 			if (i < n - 1)
 				grant_ttl = ttl_us + wait_us;
 		}
-		if (!dlock_acquire(keys[i], holder, grant_ttl, left, &tokens[i]))
+		if (!dlock_acquire(keys[i], holder, grant_ttl, left, 1, &tokens[i]))
 			return false;
 	}
 
