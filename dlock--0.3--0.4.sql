@@ -213,7 +213,7 @@ COMMENT ON COLUMN dlock.lease.slots IS
 ALTER TABLE dlock.lease
     DROP CONSTRAINT lease_pkey,
     ADD CONSTRAINT lease_pkey PRIMARY KEY (key, slot);
-COMMENT ON TABLE dlock.lease IS 'one row per key (per slot of a semaphore): its lease, or a free key kept for HOT reuse until cleanup';
+COMMENT ON TABLE dlock.lease IS 'one row per key (per holder of a semaphore or of shared leases): its lease, or a free key kept for HOT reuse until cleanup';
 
 -- a new function (a defaulted argument cannot be added to the old one, and
 -- one with a default would make the old calls ambiguous); like the other
@@ -230,7 +230,7 @@ COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
 -- Shared leases: any number of shared holders of a key, or the one holder of
 -- its lease (dlock_acquire), in the FIFO order of the key's queue, so that a
 -- lease waiting behind shared holders is not starved by later ones.  Rows of
--- slots -1 (lease.c).
+-- slots -1 (lease_read.c).
 CREATE FUNCTION dlock_acquire_shared(key text, holder text,
                                      ttl interval DEFAULT '30 seconds',
                                      wait interval DEFAULT '0')

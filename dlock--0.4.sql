@@ -16,8 +16,7 @@
 -- search_path.  Every function is pinned to search_path = pg_catalog,
 -- pg_temp except those that run no SQL and resolve no name through
 -- search_path (listed, with the reason, in src/no_search_path.h: the lease
--- calls dlock_acquire, dlock_acquire_shared, dlock_acquire_all,
--- dlock_release, dlock_renew, dlock_validate, and the
+-- calls dlock_acquire, dlock_release, dlock_renew, dlock_validate, and the
 -- per-row claim functions dlock_claimed and the ticketed
 -- dlock_claim_unheld), and dlock_claim(anyelement, ...), whose filter and
 -- order_by are the caller's SQL.  sql/security_pins.sql checks this.
@@ -37,14 +36,14 @@ COMMENT ON SCHEMA dlock IS 'internal storage of the dlock extension; use the dlo
 -- The lease table
 -- =====================================================================
 
--- One row per key (per slot of a semaphore or shared lease).  A released
--- key keeps its row (holder NULL), so churn on a fixed set of keys is a
--- chain of HOT updates (hence fillfactor 50); rows of keys idle for longer
--- than dlock.idle_key_lifetime are deleted by sweeps (sweep.c).  Read and
--- written only by lease_store.c, by column number: the column order is part
--- of the format.  A lease is the row of slot 0 with slots 1, so it is still
--- read with one index probe (lease.c); semaphores and shared leases (slots
--- -1) have one row per holder (lease_read.c).
+-- One row per key.  A released key keeps its row (holder NULL), so churn
+-- on a fixed set of keys is a chain of HOT updates (hence fillfactor 50);
+-- rows of keys idle for longer than dlock.idle_key_lifetime are deleted by
+-- sweeps (sweep.c).  Read and written only by lease_store.c, by column
+-- number: the column order is part of the format.
+-- A lease is the row of slot 0 with slots 1, read with one index probe; a
+-- counting semaphore has a row per holder (slots 1 to 1000), shared leases
+-- too (slots -1), all read with one range scan of the key (lease_read.c).
 CREATE TABLE dlock.lease (
     key         text COLLATE "C" NOT NULL,
     holder      text,               -- NULL: free
@@ -55,10 +54,10 @@ CREATE TABLE dlock.lease (
     expires_at  timestamptz NOT NULL,
     slot        smallint NOT NULL DEFAULT 0,
     slots       smallint NOT NULL DEFAULT 1,
-    PRIMARY KEY (key, slot)
+    CONSTRAINT lease_pkey PRIMARY KEY (key, slot)
 ) WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0.05);
 REVOKE ALL ON dlock.lease FROM PUBLIC;
-COMMENT ON TABLE dlock.lease IS 'one row per key (per slot of a semaphore): its lease, or a free key kept for HOT reuse until cleanup';
+COMMENT ON TABLE dlock.lease IS 'one row per key (per holder of a semaphore or of shared leases): its lease, or a free key kept for HOT reuse until cleanup';
 COMMENT ON COLUMN dlock.lease.slot IS
 'which of the key''s slots this row is (0 for a lease)';
 COMMENT ON COLUMN dlock.lease.slots IS
@@ -84,8 +83,7 @@ SELECT pg_catalog.pg_extension_config_dump('dlock.token_seq', '');
 -- Lease functions (lease_sql.c)
 -- =====================================================================
 
--- The lease calls (acquire, in its three shapes and for several keys,
--- release, renew, validate) run no SQL (src/no_search_path.h): no pinned
+-- The lease calls run no SQL (src/no_search_path.h): no pinned
 -- search_path.
 CREATE FUNCTION dlock_acquire(key text, holder text,
                               ttl interval DEFAULT '30 seconds',
@@ -96,9 +94,8 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval) IS
 'acquire key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
 
--- Counting semaphores: up to slots holders of a key at once, one row each.
--- A separate function (a defaulted slots argument would make the calls of
--- the one above ambiguous); runs no SQL either.
+-- a counting semaphore: a function of its own (a defaulted slots would make
+-- the calls above ambiguous)
 CREATE FUNCTION dlock_acquire(key text, holder text, ttl interval,
                               wait interval, slots integer)
 RETURNS bigint
@@ -107,9 +104,8 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
 'acquire one of slots places of the counting semaphore key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
 
--- Shared leases: any number of shared holders of a key, or the one holder of
--- its lease (dlock_acquire), in the FIFO order of the key's queue.  Rows of
--- slots -1 (lease_read.c).  Runs no SQL.
+-- any number of shared holders of a key, or the one holder of its lease, in
+-- the FIFO order of the key's queue
 CREATE FUNCTION dlock_acquire_shared(key text, holder text,
                                      ttl interval DEFAULT '30 seconds',
                                      wait interval DEFAULT '0')
@@ -119,9 +115,9 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire_shared(text, text, interval, interval) IS
 'acquire a shared lease on key for holder until now + ttl (any number of shared holders, or one holder of the lease), waiting up to wait; returns the fencing token, or NULL when not acquired';
 
--- Every key or none, one token per key in the order given; keys are taken
+-- every key or none, one token per key in the order given; keys are taken
 -- in byte order (no deadlock between calls) inside an internal
--- subtransaction (lease_multi.c).  Runs no SQL.
+-- subtransaction (lease_multi.c)
 CREATE FUNCTION dlock_acquire_all(keys text[], holder text,
                                   ttl interval DEFAULT '30 seconds',
                                   wait interval DEFAULT '0')
