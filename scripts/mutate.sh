@@ -124,13 +124,12 @@ views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_
 views-claims-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT relid::regclass, COALESCE(long_key, key), holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1, 2);@isolation:views_latest isolation:time_at_once
 no-waiters-shown@src/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
 cleanup-deletes-live-leases@src/sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
-cleanup-deletes-live-claims@src/claim_manage.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
+cleanup-deletes-live-claims@src/sweep.c@TimestampTz idle_before = GetCurrentTimestamp() - idle_us;@TimestampTz idle_before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
 cleanup-deletes-poisoned@src/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
-cleanup-deletes-poisoned@src/claim_store_spi.c@"         AND poisoned_at IS NULL)"@"         AND true)"@regress:promises regress:idle_sweep
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
 unpinned-reaches-spi@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
 no-lease-sweep@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
-no-claim-sweep@src/claim.c@\t\tdlock_claim_maybe_cleanup();@\t\t(void) 0;@regress:idle_sweep regress:time_promises
+no-claim-sweep@src/claim.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
 no-claim-schema-check@src/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
 no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
@@ -170,8 +169,10 @@ commit-for-gone-client@src/xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (f
 release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease.c@\t\tif (!TransactionIdIsValid(l->changing))\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
 take-over-row-being-freed@src/lease.c@\tif (TransactionIdIsValid(l.changing))\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
-sweep-at-once@src/sweep.c@\tsweep_pending = true;\n}@\tsweep_now();\n}@isolation:sweep_no_block
-cleanup-in-callers-transaction@src/worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_cleanup(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
+sweep-at-once@src/sweep.c@\t\tsweep_pending = true;\n}@\t\tsweep_now(true, false);\n}@isolation:sweep_no_block
+claim-sweep-at-once@src/sweep.c@\t\tclaim_sweep_pending = true;\n}@\t\tsweep_now(false, true);\n}@isolation:claim_sweep_no_block
+claim-write-over-swept-row-fails@src/claim.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
+cleanup-in-callers-transaction@src/worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
 write-over-swept-row-fails@src/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
 EOF
 )

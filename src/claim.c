@@ -58,6 +58,7 @@
 #include "keys.h"
 #include "spi_access.h"
 #include "stats.h"
+#include "sweep.h"
 #include "token.h"
 
 /* one candidate row of a claim */
@@ -195,6 +196,50 @@ mark_claimed(Candidate *c, int *order, int n, text **keys, int *attempts,
 }
 
 /*
+ * The claimable candidates whose claim row a sweep deleted after we read it
+ * (its delete committed while our update waited for it: sweep.c) are idle
+ * rows still: under their key locks, their claim rows are written anew.
+ */
+static int
+write_swept(const ClaimRequest *req, Candidate *c, int n, Oid role,
+			int64 token, TimestampTz now)
+{
+	text	  **keys = palloc(sizeof(text *) * n);
+	text	  **fulls = palloc(sizeof(text *) * n);
+	bool	   *found = palloc(sizeof(bool) * n);
+	bool	   *live = palloc(sizeof(bool) * n);
+	int		   *attempts = palloc(sizeof(int) * n);
+	bool	   *poisoned = palloc(sizeof(bool) * n);
+	int			nleft = 0;
+	int			nswept = 0;
+
+	for (int i = 0; i < n; i++)
+		if (c[i].claimable && c[i].has_row && !c[i].claimed)
+			keys[nleft++] = c[i].key;
+	if (nleft == 0)
+		return 0;
+	dlock_claim_store_lookup(req->target->claim_relid, keys, nleft, found, live,
+							 attempts, poisoned);
+	for (int j = 0; j < nleft; j++)
+	{
+		if (found[j])
+			continue;
+		for (int i = 0; i < n; i++)
+			if (c[i].key == keys[j])
+			{
+				c[i].claimed = true;
+				fulls[nswept] = c[i].full;
+				keys[nswept++] = c[i].key;
+			}
+	}
+	if (nswept > 0)
+		dlock_claim_store_insert(req->target->claim_relid, keys, fulls, nswept,
+								 req->holder, role, token, req->ttl_us, now,
+								 now + req->ttl_us);
+	return nswept;
+}
+
+/*
  * Write the claims of the claimable candidates and mark those written.
  * Under their key locks, the lookup in decide_claimable is final: rows
  * without a claim row get a plain insert (no speculative insertion), rows
@@ -250,6 +295,8 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 										 req->holder, role, token, req->ttl_us,
 										 now, &got, &attempts);
 		claimed += mark_claimed(c, order, n, got, attempts, ngot, redelivered);
+		if (ngot < nagain)
+			claimed += write_swept(req, c, n, role, token, now);
 	}
 	return claimed;
 }
@@ -639,6 +686,6 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	dlock_count(DLOCK_STAT_CLAIMS, claimed);
 	dlock_count(DLOCK_STAT_REDELIVERIES, redelivered);
 	if (claimed > 0)
-		dlock_claim_maybe_cleanup();
+		dlock_claim_sweep_maybe();
 	dlock_spi_end(&spi);
 }

@@ -149,7 +149,5 @@ extern int64 dlock_claim_renew(const ClaimTarget *t, text *holder,
 							   int64 ttl_us);
 extern int64 dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys);
 extern int64 dlock_claim_release_all(text *holder);
-extern void dlock_claim_maybe_cleanup(void);
-extern int64 dlock_claim_cleanup(int64 idle_us, int limit);
 
 #endif							/* DLOCK_CLAIM_H */

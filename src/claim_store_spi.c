@@ -315,82 +315,60 @@ dlock_claim_store_reclaim(Oid relid, text **keys, int n, text *holder, Oid role,
 }
 
 /*
- * Up to limit claim rows that are free or expired since before and not
- * poisoned, or of tables that no longer exist; returns how many, with
- * their keys and tables in *keys and *relids.
+ * Delete up to limit claim rows that are free or expired since before and
+ * not poisoned, or of tables that no longer exist; returns how many.
  *
- * Claims call this now and then, so its cost must not grow with the
+ * Without key locks, and without waiting for anybody: one statement locks
+ * those rows FOR UPDATE SKIP LOCKED (a row another transaction is
+ * changing is skipped) and deletes them.  A claimer that decided on such
+ * a row under its key lock meanwhile decided on an idle row, which it
+ * still is once gone; its write waits for the sweep's end (sweeps commit
+ * at once: sweep.c) and writes the claim row anew (claim.c).
+ *
+ * Claims draw this now and then, so its cost must not grow with the
  * number of claim rows: it walks the tables that have claim rows (a
  * loose index scan, one probe per table) and, for each, reads only the
- * rows it returns, through claim_live (relid, expires_at), or all rows of
+ * rows it deletes, through claim_live (relid, expires_at), or all rows of
  * a table that no longer exists through the primary key.  A scan of the
  * whole table here cost 78 ms with 400,000 live claims, every 64th claim.
  */
-uint64
-dlock_claim_store_idle(TimestampTz before, int limit, text ***keys, Oid **relids)
+int64
+dlock_claim_store_delete_idle(TimestampTz before, int limit)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
 	Datum		values[2];
-	uint64		n;
 
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int32GetDatum(limit);
-	n = dlock_spi_run(dlock_spi_plan(&plan,
-									 "WITH RECURSIVE t(relid) AS ("
-									 "  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
-									 "  UNION ALL"
-									 "  SELECT (SELECT pg_catalog.min(c.relid)"
-									 "            FROM " DLOCK_SCHEMA ".claim c"
-									 "           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
-									 "    FROM t WHERE t.relid IS NOT NULL)"
-									 "SELECT c.key, c.relid FROM t CROSS JOIN LATERAL ("
-									 "  (SELECT c.key, c.relid FROM " DLOCK_SCHEMA ".claim c"
-									 "    WHERE c.relid" EQ "t.relid"
-									 "      AND c.expires_at OPERATOR(pg_catalog.<) $1"
-									 "      AND c.poisoned_at IS NULL"
-									 "      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
-									 "                   WHERE r.oid" EQ "t.relid)"
-									 "    LIMIT $2)"
-									 "  UNION ALL"
-									 "  (SELECT c.key, c.relid FROM " DLOCK_SCHEMA ".claim c"
-									 "    WHERE c.relid" EQ "t.relid"
-									 "      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-									 "                       WHERE r.oid" EQ "t.relid)"
-									 "    LIMIT $2)) c"
-									 " WHERE t.relid IS NOT NULL"
-									 " LIMIT $2",
-									 2, types),
-					  values, NULL, 0, SPI_OK_SELECT);
-	*keys = dlock_copy_key_column(n);
-	*relids = dlock_copy_oid_column(n, 2);
-	return n;
-}
-
-/*
- * Delete the claim row of (relid, key) if it is still idle as
- * dlock_claim_store_idle found it (the caller holds its key lock); true if
- * deleted.
- */
-bool
-dlock_claim_store_delete_idle(Oid relid, text *key, TimestampTz before)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
-	Datum		values[3];
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = PointerGetDatum(key);
-	values[2] = TimestampTzGetDatum(before);
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"DELETE FROM " DLOCK_SCHEMA ".claim c"
-										" WHERE relid" EQ "$1 AND key" EQ "$2"
-										"   AND ((expires_at OPERATOR(pg_catalog.<) $3"
-										"         AND poisoned_at IS NULL)"
-										"        OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-										"                        WHERE r.oid" EQ "c.relid))",
-										3, types),
-						 values, NULL, 0, SPI_OK_DELETE) > 0;
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"DELETE FROM " DLOCK_SCHEMA ".claim"
+												" WHERE ctid" EQ "ANY (ARRAY("
+												"WITH RECURSIVE t(relid) AS ("
+												"  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+												"  UNION ALL"
+												"  SELECT (SELECT pg_catalog.min(c.relid)"
+												"            FROM " DLOCK_SCHEMA ".claim c"
+												"           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+												"    FROM t WHERE t.relid IS NOT NULL)"
+												"SELECT c.ctid FROM t CROSS JOIN LATERAL ("
+												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+												"    WHERE c.relid" EQ "t.relid"
+												"      AND c.expires_at OPERATOR(pg_catalog.<) $1"
+												"      AND c.poisoned_at IS NULL"
+												"      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
+												"                   WHERE r.oid" EQ "t.relid)"
+												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) idle"
+												"  UNION ALL"
+												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+												"    WHERE c.relid" EQ "t.relid"
+												"      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+												"                       WHERE r.oid" EQ "t.relid)"
+												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c"
+												" WHERE t.relid IS NOT NULL"
+												" LIMIT $2))",
+												2, types),
+								 values, NULL, 0, SPI_OK_DELETE);
 }
 
 /*

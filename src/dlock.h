@@ -19,9 +19,7 @@
 /*
  * Rows one dlock_cleanup() call deletes at most, of leases and of claims
  * each, so that one call stays short: its deletes keep writers of those
- * keys waiting until they commit, and the key lock of every claim row it
- * deletes is held until then (the shared lock table must keep room for
- * everybody else).
+ * keys waiting until they commit.
  */
 #define DLOCK_CLEANUP_MAX_ROWS	1000
 
