@@ -73,7 +73,8 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "claim.h"
+#include "claim_key.h"
+#include "claim_query.h"
 #include "claim_ddl.h"
 #include "claim_store.h"
 #include "compat.h"

@@ -28,7 +28,9 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
-#include "claim.h"
+#include "claim_ddl_type.h"
+#include "claim_key.h"
+#include "claim_query.h"
 #include "claim_ddl.h"
 #include "claim_store.h"
 #include "dlock.h"

@@ -27,7 +27,9 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "claim.h"
+#include "claim_key.h"
+#include "claim_manage.h"
+#include "claim_query.h"
 #include "claim_store.h"
 #include "keylock.h"
 #include "keys.h"

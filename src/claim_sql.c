@@ -25,6 +25,13 @@
 
 #include "args.h"
 #include "claim.h"
+#include "claim_ddl.h"
+#include "claim_ddl_type.h"
+#include "claim_filter.h"
+#include "claim_key.h"
+#include "claim_manage.h"
+#include "claim_unheld.h"
+#include "dlock.h"
 #include "keys.h"
 
 /*
@@ -167,6 +174,9 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 		dlock_check_filter(req.filter);
 	if (req.order_by)
 		dlock_check_order_by(req.order_by);
+	/* stepping over held rows needs the per-row check: it learns the bound */
+	req.step_dir = req.fn_schema ?
+		dlock_claim_order_step(req.target, req.order_by) : 0;
 	dlock_arg_writes_allowed("dlock_claim()");
 
 	InitMaterializedSRF(fcinfo, 0);

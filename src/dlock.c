@@ -6,7 +6,7 @@
  *
  * Each part of dlock that keeps something in shared memory declares,
  * sizes and initialises it itself (the wait queue in wait.c, the counters
- * in stats.c, the claims' give-back count in claim_plan.c, the abandoned
+ * in stats.c, the claims' give-back count in claim_query.c, the abandoned
  * hand-over grants in abandon.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
@@ -25,7 +25,7 @@
 #include "utils/guc.h"
 
 #include "abandon.h"
-#include "claim.h"
+#include "claim_query.h"
 #include "dlock.h"
 #include "stats.h"
 #include "wait.h"
@@ -53,7 +53,7 @@ dlock_shmem_request(void)
 		prev_shmem_request_hook();
 	dlock_wait_shmem_request();
 	dlock_stats_shmem_request();
-	dlock_claim_plan_shmem_request();
+	dlock_claim_query_shmem_request();
 	dlock_watch_shmem_request();	/* watch (issue 26) */
 	dlock_abandon_shmem_request();
 }
@@ -66,7 +66,7 @@ dlock_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	dlock_wait_shmem_startup();
 	dlock_stats_shmem_startup();
-	dlock_claim_plan_shmem_startup();
+	dlock_claim_query_shmem_startup();
 	dlock_watch_shmem_startup();	/* watch (issue 26) */
 	dlock_abandon_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);

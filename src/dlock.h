@@ -15,6 +15,7 @@
 #define DLOCK_MAX_HOLDER_BYTES	256
 #define DLOCK_MAX_TTL_US		(30 * USECS_PER_DAY)
 #define DLOCK_MAX_WAIT_US		USECS_PER_DAY
+#define DLOCK_MAX_CLAIM_BATCH	1000
 
 /*
  * Rows one dlock_cleanup() call deletes at most, of leases and of claims

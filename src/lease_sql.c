@@ -21,7 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
-#include "claim.h"
+#include "claim_manage.h"
 #include "dlock.h"
 #include "lease.h"
 #include "stats.h"

@@ -35,7 +35,7 @@
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
-#include "claim.h"
+#include "claim_key.h"
 #include "claim_store.h"
 #include "dlock.h"
 #include "lease_store.h"
