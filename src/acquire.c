@@ -13,8 +13,8 @@
 #include "utils/timestamp.h"
 
 #include "abandon.h"
+#include "base_settings.h"
 #include "compat.h"
-#include "dlock.h"
 #include "keylock.h"
 #include "lease.h"
 #include "stats.h"

@@ -73,12 +73,11 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "claim_ddl.h"
 #include "claim_key.h"
 #include "claim_query.h"
-#include "claim_ddl.h"
 #include "claim_store.h"
 #include "compat.h"
-#include "dlock.h"
 #include "keylock.h"
 #include "spi_access.h"
 

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * dlock.h
- *		The limits, the schema name and the settings of dlock.
+ *		The limits and the schema name of dlock (its settings are in
+ *		base_settings.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -26,16 +27,5 @@
 
 /* Name of dlock's internal schema; every internal query names it. */
 #define DLOCK_SCHEMA			"dlock"
-
-/* ---- dlock.c: settings ---- */
-extern int	dlock_poll_interval_ms;
-extern int	dlock_safety_wake_ms;
-extern int	dlock_debug_queue_delay_ms;
-extern int	dlock_debug_sweep_every;
-extern int	dlock_idle_key_lifetime_s;
-extern bool dlock_handoff_yield;
-
-/* ---- dlock.c: the WARNING of a backend that finds dlock not preloaded ---- */
-extern void dlock_warn_not_preloaded(void);
 
 #endif							/* DLOCK_H */

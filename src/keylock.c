@@ -31,7 +31,6 @@
 #include "miscadmin.h"
 #include "storage/lock.h"
 
-#include "dlock.h"
 #include "keylock.h"
 
 /*

@@ -14,7 +14,6 @@
 #include "utils/array.h"
 
 #include "compat.h"
-#include "dlock.h"
 #include "keys.h"
 
 Datum

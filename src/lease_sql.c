@@ -21,6 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "base_settings.h"
 #include "claim_manage.h"
 #include "dlock.h"
 #include "lease.h"

@@ -40,8 +40,8 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "base_settings.h"
 #include "claim_store.h"
-#include "dlock.h"
 #include "lease_store.h"
 #include "spi_access.h"
 #include "sweep.h"

@@ -35,9 +35,9 @@
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
+#include "base_settings.h"
 #include "claim_key.h"
 #include "claim_store.h"
-#include "dlock.h"
 #include "lease_store.h"
 #include "spi_access.h"
 #include "stats.h"

@@ -50,7 +50,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "dlock.h"
 #include "keylock.h"
 #include "watch.h"
 

@@ -47,8 +47,8 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "base_settings.h"
 #include "compat.h"
-#include "dlock.h"
 #include "keylock.h"
 #include "lease_store.h"
 #include "store.h"
