@@ -197,3 +197,7 @@ COMMENT ON FUNCTION dlock_leader(text) IS
 'the live lease of key at the latest committed state (holder, owner, token, acquired_at, expires_at), if the caller may see it; no row otherwise';
 
 -- (end of the watch section)
+
+-- ==== the shared plumbing's file names (issue 28) ====
+-- src/token.c is now src/base_token.c: the sequence's comment names it.
+COMMENT ON SEQUENCE dlock.token_seq IS 'fencing tokens: kept at or above the clock in microseconds since 1970, see base_token.c';

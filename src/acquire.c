@@ -15,9 +15,9 @@
 #include "abandon.h"
 #include "base_settings.h"
 #include "compat.h"
-#include "keylock.h"
+#include "base_keylock.h"
 #include "lease.h"
-#include "stats.h"
+#include "base_stats.h"
 #include "wait.h"
 #include "xact.h"
 

@@ -50,15 +50,15 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "base_keylock.h"
+#include "base_keys.h"
+#include "base_spi.h"
+#include "base_stats.h"
+#include "base_token.h"
 #include "claim.h"
 #include "claim_key.h"
 #include "claim_store.h"
-#include "keylock.h"
-#include "keys.h"
-#include "spi_access.h"
-#include "stats.h"
 #include "sweep.h"
-#include "token.h"
 
 /* one candidate row of a claim */
 typedef struct Candidate

@@ -47,10 +47,10 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "base_keylock.h"
 #include "claim_key.h"
 #include "claim_store.h"
 #include "compat.h"
-#include "keylock.h"
 
 /*
  * Fixed settings for converting keys to and from text, when the primary

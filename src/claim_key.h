@@ -8,8 +8,8 @@
 #ifndef DLOCK_CLAIM_KEY_H
 #define DLOCK_CLAIM_KEY_H
 
+#include "base_keylock.h"
 #include "claim_target.h"
-#include "keylock.h"
 
 /*
  * Key texts longer than this are kept in dlock.claim's primary key as a

@@ -27,15 +27,15 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "base_keylock.h"
+#include "base_keys.h"
+#include "base_spi.h"
+#include "base_stats.h"
+#include "base_store.h"
 #include "claim_key.h"
 #include "claim_manage.h"
 #include "claim_query.h"
 #include "claim_store.h"
-#include "keylock.h"
-#include "keys.h"
-#include "spi_access.h"
-#include "stats.h"
-#include "store.h"
 
 /*
  * True when holder (and the calling role) holds an unexpired claim on the

@@ -23,7 +23,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rls.h"
 
-#include "args.h"
+#include "base_args.h"
+#include "base_keys.h"
 #include "claim.h"
 #include "claim_ddl.h"
 #include "claim_ddl_type.h"
@@ -32,7 +33,6 @@
 #include "claim_manage.h"
 #include "claim_unheld.h"
 #include "dlock.h"
-#include "keys.h"
 
 /*
  * The table argument.  fn, when given, is a function of the table's claim

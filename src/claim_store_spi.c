@@ -22,10 +22,10 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "base_keys.h"
+#include "base_spi.h"
 #include "claim_store.h"
 #include "dlock.h"
-#include "keys.h"
-#include "spi_access.h"
 
 /*
  * Keys of the holder's live claims on a table, sorted: all of them, or

@@ -52,9 +52,9 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "base_keylock.h"
 #include "claim_target.h"
 #include "compat.h"
-#include "keylock.h"
 
 static List *targets = NIL;		/* of ClaimTarget *, in CacheMemoryContext */
 static bool callback_registered = false;

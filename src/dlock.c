@@ -7,7 +7,7 @@
  *
  * Each part of dlock that keeps something in shared memory declares,
  * sizes and initialises it itself (the wait queue in wait.c, the counters
- * in stats.c, the claims' give-back count in claim_query.c, the abandoned
+ * in base_stats.c, the claims' give-back count in claim_query.c, the abandoned
  * hand-over grants in abandon.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
@@ -27,8 +27,8 @@
 
 #include "abandon.h"
 #include "base_settings.h"
+#include "base_stats.h"
 #include "claim_query.h"
-#include "stats.h"
 #include "wait.h"
 #include "watch.h"
 #include "xact.h"

@@ -11,7 +11,7 @@
 #include "datatype/timestamp.h"
 #include "storage/itemptr.h"
 
-#include "store.h"
+#include "base_store.h"
 
 /* What one lease row says, read at the latest committed state. */
 typedef struct DlockLease
@@ -30,7 +30,7 @@ typedef struct DlockLease
 								 * lease.c), or InvalidTransactionId */
 } DlockLease;
 
-/* dlock.lease, opened for one call (store.h) */
+/* dlock.lease, opened for one call (base_store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
 

@@ -41,9 +41,9 @@
 #include "utils/timestamp.h"
 
 #include "base_settings.h"
+#include "base_spi.h"
 #include "claim_store.h"
 #include "lease_store.h"
-#include "spi_access.h"
 #include "sweep.h"
 
 /* this transaction drew the sweep of leases, of claims: at pre-commit */

@@ -39,8 +39,8 @@
 #include "claim_key.h"
 #include "claim_store.h"
 #include "lease_store.h"
-#include "spi_access.h"
-#include "stats.h"
+#include "base_spi.h"
+#include "base_stats.h"
 #include "wait.h"
 
 /* May role see what owner holds or waits for? */

@@ -50,7 +50,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "keylock.h"
+#include "base_keylock.h"
 #include "watch.h"
 
 /* PostgreSQL's own limit (commands/async.c) */
