@@ -3,8 +3,8 @@
  * claim_store_spi.c
  *		Every read and write of dlock.claim, with claim_store.c: the writes
  *		and sweeps of many rows, as SQL (a holder's keys, give-back,
- *		renewal, deletion, poisoning, reclaiming, the idle-row sweep of
- *		cleanup, and the dlock_claims rows).  No other file touches
+ *		renewal, deletion, poisoning, reclaiming, the sweep of idle rows,
+ *		and the dlock_claims rows).  No other file touches
  *		dlock.claim.
  *
  * Between dlock_spi_begin and dlock_spi_end; each plan is prepared once
@@ -28,6 +28,26 @@
 #include "dlock.h"
 
 /*
+ * Run plan, a read of keys (column 1, and their tables in column 2 if
+ * relids is not NULL); returns the keys, and *n how many, copied into the
+ * current memory context; the SPI result is freed.
+ */
+static text **
+read_keys(SPIPlanPtr plan, Datum *values, int *n, Oid **relids)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	text	  **keys;
+
+	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
+	keys = dlock_copy_key_column(*n);
+	if (relids)
+		*relids = dlock_copy_oid_column(*n, 2);
+	SPI_freetuptable(SPI_tuptable);
+	return keys;
+}
+
+/*
  * Keys of the holder's live claims on a table, sorted: all of them, or
  * those among keys (sorted and without duplicates).
  */
@@ -37,7 +57,6 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 {
 	static SPIPlanPtr all_plan = NULL;
 	static SPIPlanPtr among_plan = NULL;
-	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
 	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), 0};
@@ -61,15 +80,12 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 							  " ORDER BY key",
 							  4, types);
 	}
-	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	return dlock_copy_key_column(*n);
+	return read_keys(plan, values, n, NULL);
 }
 
 /*
  * A page of the keys of the holder's live claims on a table, in key order:
- * up to limit of them after key after (NULL: from the first); the SPI
- * result is freed, the keys are copied into the current memory context.
+ * up to limit of them after key after (NULL: from the first).
  */
 text	  **
 dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
@@ -80,9 +96,7 @@ dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
 	Oid			types[5] = {OIDOID, TEXTOID, OIDOID, INT4OID, TEXTOID};
 	Datum		values[5] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), Int32GetDatum(limit), PointerGetDatum(after)};
-	MemoryContext cxt = CurrentMemoryContext;
 	SPIPlanPtr	plan;
-	text	  **keys;
 
 	if (after == NULL)
 		plan = dlock_spi_plan(&first_plan,
@@ -99,11 +113,7 @@ dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
 							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
 							  " ORDER BY key LIMIT $4",
 							  5, types);
-	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	keys = dlock_copy_key_column(*n);
-	SPI_freetuptable(SPI_tuptable);
-	return keys;
+	return read_keys(plan, values, n, NULL);
 }
 
 /* Of these keys, those that have a claim row, sorted. */
@@ -111,28 +121,24 @@ text	  **
 dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
 {
 	static SPIPlanPtr plan = NULL;
-	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[2] = {OIDOID, TEXTARRAYOID};
 	Datum		values[2];
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = dlock_text_array(keys, nkeys);
-	*n = (int) dlock_spi_run(dlock_spi_plan(&plan,
-											"SELECT key FROM " DLOCK_SCHEMA ".claim"
-											" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-											" ORDER BY key",
-											2, types),
-							 values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	return dlock_copy_key_column(*n);
+	return read_keys(dlock_spi_plan(&plan,
+									"SELECT key FROM " DLOCK_SCHEMA ".claim"
+									" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+									" ORDER BY key",
+									2, types),
+					 values, n, NULL);
 }
 
 /*
  * A page of the live claims of holder and role, on any table, in table and
  * key order: up to limit of them after (after_relid, after_key) (0 and
  * NULL: from the first); returns how many, with the keys and tables in
- * *keys and *relids (copied into the current memory context; the SPI
- * result is freed).
+ * *keys and *relids.
  */
 int
 dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
@@ -140,7 +146,6 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 								  Oid **relids)
 {
 	static SPIPlanPtr plan = NULL;
-	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT4OID};
 	Datum		values[5];
 	int			n;
@@ -150,19 +155,15 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 	values[2] = ObjectIdGetDatum(after_relid);
 	values[3] = after_key ? PointerGetDatum(after_key) : CStringGetTextDatum("");
 	values[4] = Int32GetDatum(limit);
-	n = (int) dlock_spi_run(dlock_spi_plan(&plan,
-										   "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
-										   " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
-										   "   AND holder" EQ "$1 AND owner" EQ "$2"
-										   "   AND expires_at OPERATOR(pg_catalog.>)"
-										   " pg_catalog.clock_timestamp()"
-										   " ORDER BY relid, key LIMIT $5",
-										   5, types),
-							values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	*keys = dlock_copy_key_column(n);
-	*relids = dlock_copy_oid_column(n, 2);
-	SPI_freetuptable(SPI_tuptable);
+	*keys = read_keys(dlock_spi_plan(&plan,
+									 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
+									 "   AND holder" EQ "$1 AND owner" EQ "$2"
+									 "   AND expires_at OPERATOR(pg_catalog.>)"
+									 " pg_catalog.clock_timestamp()"
+									 " ORDER BY relid, key LIMIT $5",
+									 5, types),
+					  values, &n, relids);
 	return n;
 }
 
