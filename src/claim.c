@@ -66,7 +66,8 @@ typedef struct Candidate
 	text	   *key;			/* its claim key (dlock_claim_key_id) */
 	text	   *full;			/* its key text */
 	Datum		row;			/* whole-row datum from the user's table */
-	bool		locked;			/* we took its key lock */
+	bool		locked;			/* we took its key lock, kl */
+	DlockKeyLock kl;
 	bool		fresh;			/* no claim row: claimable without a key lock */
 	bool		claimable;
 	bool		has_row;		/* a claim row exists (expired or given back) */
@@ -382,9 +383,8 @@ claim_candidates(const ClaimRequest *req, Candidate *c, int n, Oid role,
 				cc->fresh = true;
 			else if (!live[k] && !poisoned[k])
 			{
-				DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, cc->key);
-
-				cc->locked = dlock_key_trylock(&kl, ExclusiveLock);
+				cc->kl = dlock_claim_keylock(t->claim_relid, cc->key);
+				cc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);
 			}
 		}
 	}
@@ -412,11 +412,7 @@ claim_candidates(const ClaimRequest *req, Candidate *c, int n, Oid role,
 			tuplestore_puttuple(out, &tup);
 		}
 		else if (c[i].locked)
-		{
-			DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
-
-			dlock_key_unlock(&kl, ExclusiveLock);
-		}
+			dlock_key_unlock(&c[i].kl, ExclusiveLock);
 	}
 	pfree(order);
 	return claimed;
