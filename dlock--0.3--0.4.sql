@@ -258,3 +258,7 @@ COMMENT ON FUNCTION dlock_acquire_all(text[], text, interval, interval) IS
 'acquire every key for holder until now + ttl, or none, waiting up to wait in all; returns one fencing token per key, in the order of keys, or NULL when not acquired';
 
 -- (end of several keys at once)
+
+-- ==== the shared plumbing's file names (issue 28) ====
+-- src/token.c is now src/base_token.c: the sequence's comment names it.
+COMMENT ON SEQUENCE dlock.token_seq IS 'fencing tokens: kept at or above the clock in microseconds since 1970, see base_token.c';

@@ -73,7 +73,7 @@ COMMENT ON COLUMN dlock.lease.slots IS
 -- still never hands out a token lower than one given before.
 CREATE SEQUENCE dlock.token_seq;
 REVOKE ALL ON SEQUENCE dlock.token_seq FROM PUBLIC;
-COMMENT ON SEQUENCE dlock.token_seq IS 'fencing tokens: kept at or above the clock in microseconds since 1970, see token.c';
+COMMENT ON SEQUENCE dlock.token_seq IS 'fencing tokens: kept at or above the clock in microseconds since 1970, see base_token.c';
 -- leases and claims are not dumped (they belong to running processes); the
 -- token sequence is, so that a restored database never hands out a lower
 -- token

@@ -89,7 +89,7 @@ no-fence@src/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token)
 release-always-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
 release-never-async@src/xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
 release-async-sticks@src/xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:018_release_flush_after
-tokens-plain-sequence@src/token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
+tokens-plain-sequence@src/base_token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
 no-fifo@src/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
 no-role-check@src/lease_store.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
 views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
@@ -105,7 +105,7 @@ expiry-at-xact-start@src/lease.c@\tfetch_settled(s, key, &kl, mode, &one, &ls, &
 claims-ttl-from-xact-start@src/claim.c@\tnow = GetCurrentTimestamp();\n\tdecide_claimable(@\tnow = GetCurrentTransactionStartTimestamp();\n\tdecide_claimable(@regress:time_promises isolation:time_at_once
 claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
 claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
-claims-wait-for-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tdlock_key_lock(&kl, ExclusiveLock);\n\t\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
+claims-wait-for-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\t\tdlock_key_lock(&cc->kl, ExclusiveLock);\n\t\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
 takeover-reuses-token@src/lease.c@\t\t*token = dlock_next_token();@\t\t*token = l.held ? l.token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
 max-attempts-ignored@src/claim.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
 claim-batch-n-plus-1@src/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
@@ -113,28 +113,27 @@ claim-batch-n-plus-1@src/claim.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t
 unclaim-of-others@src/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
 unclaim-of-others@src/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
 no-claim-recheck@src/claim.c@\t\t\tif (!found[k])\n\t\t\t\tcc->fresh = true;@\t\t\tif (true)\n\t\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
-no-claim-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&kl, ExclusiveLock);@\t\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
-no-row-check@src/claim.c@\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\theld = false;\n\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
+no-claim-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
+no-row-check@src/claim_unheld.c@\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\theld = false;\n\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
 hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges isolation:time_at_once
-hints-outlive-rollback@src/claim_plan.c@\t\tif (event == XACT_EVENT_ABORT)\n\t\t\tforget_hint(up);@\t\t(void) 0;@regress:claim_ranges isolation:time_at_once
+hints-outlive-rollback@src/claim_query.c@\t\tif (event == XACT_EVENT_ABORT)\n\t\t\tforget_hint(up);@\t\t(void) 0;@regress:claim_ranges isolation:time_at_once
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
 no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
-hints-outlive-savepoint@src/claim_plan.c@\tif (event != SUBXACT_EVENT_ABORT_SUB)\n\t\treturn;@\treturn;@regress:claim_ranges isolation:time_at_once
+hints-outlive-savepoint@src/claim_query.c@\tif (event != SUBXACT_EVENT_ABORT_SUB)\n\t\treturn;@\treturn;@regress:claim_ranges isolation:time_at_once
 views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0, 0);@isolation:views_latest isolation:time_at_once
 views-claims-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT relid::regclass, COALESCE(long_key, key), holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1, 2);@isolation:views_latest isolation:time_at_once
 no-waiters-shown@src/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
 cleanup-deletes-live-leases@src/sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
-cleanup-deletes-live-claims@src/claim_manage.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
+cleanup-deletes-live-claims@src/sweep.c@TimestampTz idle_before = GetCurrentTimestamp() - idle_us;@TimestampTz idle_before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
 cleanup-deletes-poisoned@src/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
-cleanup-deletes-poisoned@src/claim_store_spi.c@"         AND poisoned_at IS NULL)"@"         AND true)"@regress:promises regress:idle_sweep
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
 unpinned-unlisted@dlock--0.4.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
 full-script-drifts@dlock--0.4.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
 unpinned-reaches-spi@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
 no-lease-sweep@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
-no-claim-sweep@src/claim.c@\t\tdlock_claim_maybe_cleanup();@\t\t(void) 0;@regress:idle_sweep regress:time_promises
+no-claim-sweep@src/claim.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
 no-claim-schema-check@src/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
-fence-wait-polls@src/keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
+fence-wait-polls@src/base_keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
 no-count-extended@src/acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
@@ -147,8 +146,8 @@ claims-miss-enum-rename@src/claim_ddl_type.c@\t\tif (getBaseType(f.type) == type
 fence-on-rowless-key@src/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
 long-keys-inline@src/claim_key.c@\tif (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&@\tif (true &&@regress:claim_long_keys
 long-key-text-lost@src/claim_store.c@isnull[Anum_long_key - 1] = fulls[i] == keys[i];@isnull[Anum_long_key - 1] = true;@regress:claim_long_keys
-unheld-tells-hidden-rows@src/claim.c@\tif (!dlock_claim_row_visible(t, value, type))\n\t\treturn true;@\tif (false)\n\t\treturn true;@regress:claim_rls isolation:claim_rls_wait
-unheld-ticket-ignored@src/claim.c@\tif (ticket == claim_ticket())@\tif (true)@regress:claim_rls
+unheld-tells-hidden-rows@src/claim_unheld.c@\tif (!dlock_claim_row_visible(t, value, type))\n\t\treturn true;@\tif (false)\n\t\treturn true;@regress:claim_rls isolation:claim_rls_wait
+unheld-ticket-ignored@src/claim_unheld.c@\tif (ticket == dlock_claim_ticket())@\tif (true)@regress:claim_rls
 views-ignore-row-security@src/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, caller, true) == RLS_ENABLED &&@\t\t\t\t\tfalse &&@regress:claim_rls
 fence-waits-for-hidden-rows@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
 unclaim-all-keys-at-once@src/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
@@ -172,10 +171,12 @@ commit-for-gone-client@src/xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (f
 release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
 take-over-row-being-freed@src/lease.c@\tif (changing)\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
-sweep-at-once@src/sweep.c@\tsweep_pending = true;\n}@\tsweep_now();\n}@isolation:sweep_no_block
-cleanup-in-callers-transaction@src/worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_cleanup(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
+sweep-at-once@src/sweep.c@\t\tsweep_pending = true;\n}@\t\tsweep_now(true, false);\n}@isolation:sweep_no_block
+claim-sweep-at-once@src/sweep.c@\t\tclaim_sweep_pending = true;\n}@\t\tsweep_now(false, true);\n}@isolation:claim_sweep_no_block
+claim-write-over-swept-row-fails@src/claim.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
+cleanup-in-callers-transaction@src/worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
 write-over-swept-row-fails@src/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
-slots-limit-ignored@src/args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
+slots-limit-ignored@src/base_args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
 slots-mismatch-unchecked@src/lease_read.c@\tif (live > 0 && !dlock_slots_compatible(key_slots, slots))\n\t\tdlock_slots_mismatch(key_slots, slots);@\t(void) key_slots;@regress:lease_slots
 slots-lease-mismatch-unchecked@src/lease_read.c@\tif (slots != 1)\n\t\tdlock_slots_mismatch(1, slots);@\t(void) 0;@regress:lease_slots
 slots-queue-mismatch-unchecked@src/acquire.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race

@@ -50,7 +50,7 @@
 
 #include "abandon.h"
 #include "dlock.h"
-#include "keylock.h"
+#include "base_keylock.h"
 #include "wait.h"
 #include "worker.h"
 

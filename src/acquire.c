@@ -13,11 +13,11 @@
 #include "utils/timestamp.h"
 
 #include "abandon.h"
+#include "base_settings.h"
 #include "compat.h"
-#include "dlock.h"
-#include "keylock.h"
+#include "base_keylock.h"
 #include "lease.h"
-#include "stats.h"
+#include "base_stats.h"
 #include "wait.h"
 #include "xact.h"
 

@@ -9,7 +9,7 @@
  *	   match the filter, in order, that no live claim holds, locked FOR
  *	   UPDATE SKIP LOCKED.  Whether a claim holds a row is checked as the
  *	   scan reaches the row, before its row lock, by dlock_claim_unheld
- *	   (one index probe of dlock.claim, claim_store.c), so a claim costs
+ *	   (one index probe of dlock.claim, claim_unheld.c), so a claim costs
  *	   what its scan costs, whatever the number of live claims on the
  *	   table; rows another transaction is claiming or completing are
  *	   skipped without waiting, and a row completed a moment ago is
@@ -42,23 +42,23 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "base_keylock.h"
+#include "base_keys.h"
+#include "base_spi.h"
+#include "base_stats.h"
+#include "base_token.h"
 #include "claim.h"
+#include "claim_key.h"
 #include "claim_store.h"
-#include "keylock.h"
-#include "keys.h"
-#include "spi_access.h"
-#include "stats.h"
-#include "token.h"
+#include "sweep.h"
 
 /* one candidate row of a claim */
 typedef struct Candidate
@@ -66,7 +66,8 @@ typedef struct Candidate
 	text	   *key;			/* its claim key (dlock_claim_key_id) */
 	text	   *full;			/* its key text */
 	Datum		row;			/* whole-row datum from the user's table */
-	bool		locked;			/* we took its key lock */
+	bool		locked;			/* we took its key lock, kl */
+	DlockKeyLock kl;
 	bool		fresh;			/* no claim row: claimable without a key lock */
 	bool		claimable;
 	bool		has_row;		/* a claim row exists (expired or given back) */
@@ -195,6 +196,50 @@ mark_claimed(Candidate *c, int *order, int n, text **keys, int *attempts,
 }
 
 /*
+ * The claimable candidates whose claim row a sweep deleted after we read it
+ * (its delete committed while our update waited for it: sweep.c) are idle
+ * rows still: under their key locks, their claim rows are written anew.
+ */
+static int
+write_swept(const ClaimRequest *req, Candidate *c, int n, Oid role,
+			int64 token, TimestampTz now)
+{
+	text	  **keys = palloc(sizeof(text *) * n);
+	text	  **fulls = palloc(sizeof(text *) * n);
+	bool	   *found = palloc(sizeof(bool) * n);
+	bool	   *live = palloc(sizeof(bool) * n);
+	int		   *attempts = palloc(sizeof(int) * n);
+	bool	   *poisoned = palloc(sizeof(bool) * n);
+	int			nleft = 0;
+	int			nswept = 0;
+
+	for (int i = 0; i < n; i++)
+		if (c[i].claimable && c[i].has_row && !c[i].claimed)
+			keys[nleft++] = c[i].key;
+	if (nleft == 0)
+		return 0;
+	dlock_claim_store_lookup(req->target->claim_relid, keys, nleft, found, live,
+							 attempts, poisoned);
+	for (int j = 0; j < nleft; j++)
+	{
+		if (found[j])
+			continue;
+		for (int i = 0; i < n; i++)
+			if (c[i].key == keys[j])
+			{
+				c[i].claimed = true;
+				fulls[nswept] = c[i].full;
+				keys[nswept++] = c[i].key;
+			}
+	}
+	if (nswept > 0)
+		dlock_claim_store_insert(req->target->claim_relid, keys, fulls, nswept,
+								 req->holder, role, token, req->ttl_us, now,
+								 now + req->ttl_us);
+	return nswept;
+}
+
+/*
  * Write the claims of the claimable candidates and mark those written.
  * Under their key locks, the lookup in decide_claimable is final: rows
  * without a claim row get a plain insert (no speculative insertion), rows
@@ -250,159 +295,10 @@ write_claims(const ClaimRequest *req, Candidate *c, int *order, int n,
 										 req->holder, role, token, req->ttl_us,
 										 now, &got, &attempts);
 		claimed += mark_claimed(c, order, n, got, attempts, ngot, redelivered);
+		if (ngot < nagain)
+			claimed += write_swept(req, c, n, role, token, now);
 	}
 	return claimed;
-}
-
-/*
- * Stepping over held rows.  Claims in the primary key's order (the
- * default, or order_by naming just that column) whose scan meets at least
- * DLOCK_STEP_MIN_ROWS held rows at the head of the order, before the first
- * row it can take, remember the last of them: the next claims of this
- * backend start after it (claim_query.c's bound), as long as none of those
- * claims can have changed: until the first of them expires, no claim has
- * been given back (dlock_unclaim, dlock_reset_claims, dlock_release_all;
- * completion gives back rows that are done), and no transaction of this
- * backend rolled back.  Rows that come to match the filter inside such a
- * stretch (inserted, or updated back) are found once the hint lapses, at
- * the latest DLOCK_STEP_HORIZON_US later.
- */
-#define DLOCK_STEP_MIN_ROWS		1000
-#define DLOCK_STEP_HORIZON_US	(10 * USECS_PER_SEC)
-
-/*
- * The claims running their query now, innermost first (a filter may claim
- * from another table), with the probe their rows are checked through and
- * what their scan has found at the head of its order.
- */
-typedef struct ActiveClaim
-{
-	const ClaimTarget *target;
-	int64		ticket;			/* what its query passes dlock_claim_unheld */
-	DlockClaimProbe *probe;
-	MemoryContext cxt;			/* the claim's, for lead_last */
-	bool		leading;		/* every row checked so far was held */
-	int64		nlead;			/* how many */
-	TimestampTz lead_until;		/* the first of their claims to lapse */
-	Datum		lead_last;		/* the last one's primary key */
-	struct ActiveClaim *next;
-} ActiveClaim;
-
-static ActiveClaim *active_claims = NULL;
-
-/* the claim's scan checked the row with primary key value: note it */
-static void
-note_checked(ActiveClaim *a, bool held, TimestampTz settled_until,
-			 Datum value)
-{
-	const ClaimTarget *t = a->target;
-	MemoryContext old;
-
-	if (!a->leading)
-		return;
-	if (!held || settled_until == 0)
-	{
-		a->leading = false;
-		return;
-	}
-	a->nlead++;
-	a->lead_until = Min(a->lead_until, settled_until);
-	if (!t->pk_byval && a->nlead > 1)
-		pfree(DatumGetPointer(a->lead_last));
-	old = MemoryContextSwitchTo(a->cxt);
-	a->lead_last = datumCopy(value, t->pk_byval, t->pk_typlen);
-	MemoryContextSwitchTo(old);
-}
-
-/*
- * The ticket of this backend's claim queries: a secret that dlock_claim's
- * own query passes dlock_claim_unheld as a parameter ($2), which SQL in a
- * caller's filter cannot name (filters may not refer to parameters).
- */
-static int64
-claim_ticket(void)
-{
-	static int64 ticket = 0;
-
-	while (ticket == 0)
-	{
-		if (!pg_strong_random(&ticket, sizeof(ticket)))
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not generate a random number")));
-	}
-	return ticket;
-}
-
-/*
- * Whether a live or poisoned claim holds the row of table relid whose
- * primary key is value (of type type), asked by dlock_claim's own query with
- * its ticket (dlock_claim_unheld(tbl, key, ticket)): the check its scan runs
- * on every row it reaches, through the claim's open probe.  Runs no SQL.  A
- * ticket that is not this backend's claim ticket, or a table no claim of
- * this backend is scanning, is an error: only the claim query can pass it.
- */
-bool
-dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
-{
-	const ClaimTarget *t;
-	ActiveClaim *a = NULL;
-	TimestampTz settled_until;
-	text	   *key;
-	int			io;
-	bool		held;
-
-	if (ticket == claim_ticket())
-		for (a = active_claims; a != NULL; a = a->next)
-			if (a->target->claim_relid == relid && a->target->pk_type == type)
-				break;
-	if (a == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dlock_claim_unheld with a ticket is only for dlock_claim's own query"),
-				 errhint("Call dlock_claim_unheld(tbl, key) without a ticket.")));
-	t = a->target;
-	if (!t->io_needs_pin)
-		key = dlock_claim_key_id(dlock_claim_key_text(t, value, type)); /* the hot path */
-	else
-	{
-		io = dlock_claim_io_begin(t, type);
-		key = dlock_claim_key_id(dlock_claim_key_text(t, value, type));
-		dlock_claim_io_end(io);
-	}
-	held = dlock_claim_probe_held(a->probe, key, &settled_until);
-	note_checked(a, held, settled_until, value);
-	return held;
-}
-
-/*
- * Whether a live or poisoned claim holds the row of table relid whose
- * primary key is value (of type type), asked from SQL of the caller's
- * (dlock_claim_unheld(tbl, key)): it needs what dlock_claim needs of the
- * caller, and tells only of rows the caller can see: a row it cannot see
- * (row-level security), or that does not exist, is "held".
- */
-bool
-dlock_claim_row_held(Oid relid, Datum value, Oid type)
-{
-	const ClaimTarget *t;
-	DlockClaimProbe *probe;
-	TimestampTz settled_until;
-	text	   *key;
-	int			io;
-	bool		held;
-
-	/* called from SQL by the user, with a key written their way */
-	t = dlock_claim_target_for_rel(relid, "dlock_claim_unheld()");
-	if (!dlock_claim_row_visible(t, value, type))
-		return true;
-	io = dlock_claim_io_begin(t, type);
-	key = dlock_claim_key_text_of_arg(t, value, type, NULL);
-	dlock_claim_io_end(io);
-	probe = dlock_claim_probe_begin(t->claim_relid);
-	held = dlock_claim_probe_held(probe, key, &settled_until);
-	dlock_claim_probe_end(probe);
-	return held;
 }
 
 /*
@@ -412,68 +308,18 @@ dlock_claim_row_held(Oid relid, Datum value, Oid type)
  * values in *pksp; returns how many.  The rows stay in SPI's tuple table.
  */
 static uint64
-fetch_candidates(const ClaimRequest *req, ClaimPlan *cp, Datum tried,
-				 int need, Candidate **cp_out, Datum **pksp)
+fetch_candidates(const ClaimRequest *req, Datum tried, int need,
+				 Candidate **cp_out, Datum **pksp)
 {
 	const ClaimTarget *t = req->target;
-	MemoryContext cxt = CurrentMemoryContext;
-	ActiveClaim me;
-	Datum		values[3];
-	bool		bounded;
-	uint64		returns;
-	SPIPlanPtr	plan;
-	int			rc = 0;
-	uint64		n;
-	SPITupleTable *tab;
+	uint64		n = dlock_claim_query_run(req, tried, need);
+	SPITupleTable *tab = SPI_tuptable;
 	Candidate  *c;
 	Datum	   *pks;
 	int			io;
 
-	values[0] = tried;
-	values[1] = Int64GetDatum(claim_ticket());
-	plan = dlock_claim_plan_choose(cp, req, &values[2], &bounded, &returns);
-
-	me.target = t;
-	me.ticket = claim_ticket();
-	me.probe = dlock_claim_probe_begin(t->claim_relid);
-	me.cxt = cxt;
-	me.leading = dlock_claim_plan_steps(cp);
-	me.nlead = 0;
-	me.lead_until = DT_NOEND;
-	me.lead_last = (Datum) 0;
-	me.next = active_claims;
-	active_claims = &me;
-
-	/* errors in the caller's filter or order_by name the caller's text */
-	PG_TRY();
-	{
-		rc = SPI_execute_plan(plan, values, NULL, false, need);
-	}
-	PG_CATCH();
-	{
-		/* the probe's scan and relations go with the (sub)transaction */
-		active_claims = me.next;
-		dlock_claim_query_rethrow(cxt, req);
-	}
-	PG_END_TRY();
-	active_claims = me.next;
-	dlock_claim_probe_end(me.probe);
-
-	if (me.nlead >= DLOCK_STEP_MIN_ROWS && returns != PG_UINT64_MAX)
-		dlock_claim_plan_learn(cp, bounded, returns, me.lead_last,
-							   Min(me.lead_until,
-								   GetCurrentTimestamp() + DLOCK_STEP_HORIZON_US));
-
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
-	n = SPI_processed;
-	tab = SPI_tuptable;
 	if (n == 0)
 		return 0;
-	if (SPI_gettypeid(tab->tupdesc, 1) != t->rowtype)
-		elog(ERROR, "claim query returned %s, not the row type of \"%s\"",
-			 format_type_be(SPI_gettypeid(tab->tupdesc, 1)), t->relname);
-
 	c = palloc0(sizeof(Candidate) * n);
 	pks = palloc(sizeof(Datum) * n);
 	io = dlock_claim_io_begin(t, InvalidOid);
@@ -537,9 +383,8 @@ claim_candidates(const ClaimRequest *req, Candidate *c, int n, Oid role,
 				cc->fresh = true;
 			else if (!live[k] && !poisoned[k])
 			{
-				DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, cc->key);
-
-				cc->locked = dlock_key_trylock(&kl, ExclusiveLock);
+				cc->kl = dlock_claim_keylock(t->claim_relid, cc->key);
+				cc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);
 			}
 		}
 	}
@@ -567,11 +412,7 @@ claim_candidates(const ClaimRequest *req, Candidate *c, int n, Oid role,
 			tuplestore_puttuple(out, &tup);
 		}
 		else if (c[i].locked)
-		{
-			DlockKeyLock kl = dlock_claim_keylock(t->claim_relid, c[i].key);
-
-			dlock_key_unlock(&kl, ExclusiveLock);
-		}
+			dlock_key_unlock(&c[i].kl, ExclusiveLock);
 	}
 	pfree(order);
 	return claimed;
@@ -587,7 +428,6 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 {
 	const ClaimTarget *t = req->target;
 	DlockSpi	spi;
-	ClaimPlan  *cp;
 	Datum	   *tried = palloc(sizeof(Datum) * req->n);
 	int			ntried = 0;
 	int			maxtried = req->n;
@@ -598,7 +438,6 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	dlock_spi_begin(&spi);
 	/* from here on, everything that runs the table's types runs as the caller */
 	dlock_spi_as_caller(&spi);
-	cp = dlock_claim_plan(req);
 
 	while (claimed < req->n)
 	{
@@ -610,8 +449,8 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		CHECK_FOR_INTERRUPTS();
 
 		/* candidate rows, read and locked as the caller */
-		ncand = fetch_candidates(req, cp, pk_array(t, tried, ntried), need,
-								 &c, &pks);
+		ncand = fetch_candidates(req, pk_array(t, tried, ntried), need, &c,
+								 &pks);
 		if (ncand == 0)
 			break;
 		if (ntried + ncand > (uint64) maxtried)
@@ -634,11 +473,10 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 			break;
 	}
 	dlock_spi_as_owner(&spi);
-	dlock_claim_plan_done(cp);
 
 	dlock_count(DLOCK_STAT_CLAIMS, claimed);
 	dlock_count(DLOCK_STAT_REDELIVERIES, redelivered);
 	if (claimed > 0)
-		dlock_claim_maybe_cleanup();
+		dlock_claim_sweep_maybe();
 	dlock_spi_end(&spi);
 }

@@ -73,13 +73,13 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "claim.h"
+#include "base_keylock.h"
+#include "base_spi.h"
 #include "claim_ddl.h"
+#include "claim_key.h"
+#include "claim_query.h"
 #include "claim_store.h"
 #include "compat.h"
-#include "dlock.h"
-#include "keylock.h"
-#include "spi_access.h"
 
 #define MOVE_CHUNK	500
 

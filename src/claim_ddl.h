@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * claim_ddl.h
- *		What claim_ddl.c and claim_ddl_type.c share: the facts that name a
- *		table's rows, and forgetting a table's claims.
+ *		Claims through DDL on tables (claim_ddl.c): its event trigger
+ *		entry points, and what claim_ddl_type.c uses of it: the facts that
+ *		name a table's rows, and forgetting a table's claims.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,6 +11,7 @@
 #define DLOCK_CLAIM_DDL_H
 
 #include "access/attnum.h"
+#include "nodes/nodes.h"
 
 /* what names the rows of a table */
 typedef struct KeyFacts
@@ -23,6 +25,8 @@ typedef struct KeyFacts
 	char		attname[NAMEDATALEN];
 } KeyFacts;
 
+extern void dlock_claim_ddl_start(Node *parsetree);
+extern void dlock_claim_ddl_end(Node *parsetree);
 extern Oid	dlock_claim_ddl_root_of(Oid relid);
 extern void dlock_claim_ddl_read_facts(Oid relid, KeyFacts *f);
 extern void dlock_claim_ddl_forget(Oid relid);

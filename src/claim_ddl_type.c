@@ -28,12 +28,14 @@
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
-#include "claim.h"
+#include "base_keylock.h"
+#include "base_spi.h"
 #include "claim_ddl.h"
+#include "claim_ddl_type.h"
+#include "claim_key.h"
+#include "claim_query.h"
 #include "claim_store.h"
 #include "dlock.h"
-#include "keylock.h"
-#include "spi_access.h"
 
 /* whether type is, or contains, the type part (domains, arrays, rows, ranges) */
 static bool

@@ -47,34 +47,10 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "claim.h"
+#include "base_keylock.h"
+#include "claim_key.h"
 #include "claim_store.h"
 #include "compat.h"
-#include "keylock.h"
-
-/* types whose text form depends on no setting */
-bool
-dlock_claim_type_io_stable(Oid type)
-{
-	switch (getBaseType(type))
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case OIDOID:
-		case TEXTOID:
-		case VARCHAROID:
-		case BPCHAROID:
-		case NAMEOID:
-		case CHAROID:
-		case BOOLOID:
-		case UUIDOID:
-		case NUMERICOID:
-			return true;
-		default:
-			return false;
-	}
-}
 
 /*
  * Fixed settings for converting keys to and from text, when the primary

@@ -2,8 +2,9 @@
  *
  * claim_manage.c
  *		What happens to claims after they are made: the dlock_claimed
- *		fence, giving claims back, heartbeats, operator resets,
- *		dlock_release_all, and the sweep of long-expired claim rows.
+ *		fence, giving claims back, heartbeats, operator resets and
+ *		dlock_release_all.  The sweep of long-expired claim rows is in
+ *		sweep.c.
  *
  * Lock order: functions that wait for key locks take them in key order
  * (and table order), a chunk at a time, so two of them cannot deadlock
@@ -18,7 +19,6 @@
 #include "access/stratnum.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -27,13 +27,15 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "claim.h"
+#include "base_keylock.h"
+#include "base_keys.h"
+#include "base_spi.h"
+#include "base_stats.h"
+#include "base_store.h"
+#include "claim_key.h"
+#include "claim_manage.h"
+#include "claim_query.h"
 #include "claim_store.h"
-#include "keylock.h"
-#include "keys.h"
-#include "spi_access.h"
-#include "stats.h"
-#include "store.h"
 
 /*
  * True when holder (and the calling role) holds an unexpired claim on the
@@ -429,54 +431,4 @@ dlock_claim_release_all(text *holder)
 	MemoryContextDelete(page_cxt);
 	dlock_spi_end(&spi);
 	return n;
-}
-
-/*
- * Delete up to limit claim rows that have been free or expired for longer
- * than idle_us and are not poisoned, and claim rows of tables that no
- * longer exist, so that claim storage does not grow with every claim ever
- * made.  Live claims and poisoned rows are never deleted; rows another
- * transaction holds the key lock of are skipped.  Returns how many rows
- * were deleted.  dlock_cleanup() calls it, and claims now and then.
- */
-int64
-dlock_claim_cleanup(int64 idle_us, int limit)
-{
-	TimestampTz before = GetCurrentTimestamp() - idle_us;
-	DlockSpi	spi;
-	uint64		n;
-	text	  **keys;
-	Oid		   *relids;
-	int64		deleted = 0;
-
-	dlock_spi_begin(&spi);
-	n = dlock_claim_store_idle(before, limit, &keys, &relids);
-	for (uint64 i = 0; i < n; i++)
-	{
-		DlockKeyLock kl = dlock_claim_keylock(relids[i], keys[i]);
-
-		CHECK_FOR_INTERRUPTS();
-		if (!dlock_key_trylock(&kl, ExclusiveLock))
-			continue;
-		if (!dlock_claim_store_delete_idle(relids[i], keys[i], before))
-			dlock_key_unlock(&kl, ExclusiveLock);
-		else
-			deleted++;
-	}
-	dlock_spi_end(&spi);
-	return deleted;
-}
-
-/*
- * Now and then (and only in a transaction of its own: the keys it deletes
- * stay locked until commit), a claim cleans up a few idle claim rows.
- */
-void
-dlock_claim_maybe_cleanup(void)
-{
-	if (IsTransactionBlock() ||
-		(pg_prng_uint32(&pg_global_prng_state) & 63) != 0)
-		return;
-	(void) dlock_claim_cleanup((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC,
-							   256);
 }

@@ -1,169 +1,59 @@
 /*-------------------------------------------------------------------------
  *
  * claim_query.c
- *		The query a claim runs on the user's table: checking the caller's
- *		filter and order_by, building the query around them, and reporting
- *		its errors against the caller's text.  Its plans are kept in
- *		claim_plan.c.
+ *		The query a claim runs on the user's table, from its text to its
+ *		rethrown error: building it around the caller's filter and order_by
+ *		(checked, and order_by's step direction read, in claim_filter.c),
+ *		keeping its plans, choosing the plan
+ *		with a step bound while a step hint holds, running it as the
+ *		caller, learning new hints from its scan, and reporting its errors
+ *		against the caller's text.  claim.c calls dlock_claim_query_run.
  *
- * filter and order_by are SQL text written by the caller and evaluated as
- * the caller.  They must stay what they claim to be: one expression, one
- * ORDER BY list.  Each is parsed on its own inside a wrapper with
- * PostgreSQL's raw parser, and the parse tree is checked to be that single
- * SELECT with nothing but the expression (or sort list) in it: text that
- * closes the parenthesis, adds a statement, a FROM, a LIMIT, a locking
- * clause, a set operation or a parameter reference is rejected before
- * anything runs; and its parentheses must balance on their own (see
- * check_balanced).  The text is later placed in the query inside the same
- * kind of wrapper (newlines included, so a trailing -- comment cannot
- * swallow the rest of the query).
+ * A plan is kept per backend for each distinct query text and build of the
+ * table's claim target (claim_target.c rebuilds a target after any DDL
+ * that changes what it knows: names, key type, partition root), at most
+ * MAX_CACHED_PLANS idle ones, least recently used first out; a plan a
+ * claim is running (an outer call of a nested claim) is never freed.  The
+ * plans of an older build of a table's target are freed when a claim meets
+ * the new one: their text names what may no longer exist (a renamed
+ * schema) or is now another table, and their step hints are in the old
+ * key type.
+ *
+ * Stepping over held rows.  Claims in the primary key's order (the
+ * default, or order_by naming just that column) whose scan meets at least
+ * DLOCK_STEP_MIN_ROWS held rows at the head of the order, before the first
+ * row it can take, remember the last of them: the next claims of this
+ * backend start after it (a bound on the primary key), as long as none of
+ * those claims can have changed: until the first of them expires, no
+ * claim has been given back (dlock_unclaim, dlock_reset_claims,
+ * dlock_release_all; completion gives back rows that are done), and no
+ * transaction of this backend rolled back.  Rows that come to match the
+ * filter inside such a stretch (inserted, or updated back) are found once
+ * the hint lapses, at the latest DLOCK_STEP_HORIZON_US later.  The count
+ * of give-backs that end every backend's hints lives in shared memory
+ * here (none without shared_preload_libraries: then no hints).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
-#include "miscadmin.h"
-#include "nodes/nodeFuncs.h"
-#include "nodes/parsenodes.h"
-#include "parser/parser.h"
-#include "parser/scanner.h"
+#include "port/atomics.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
-#include "claim.h"
+#include "claim_query.h"
+#include "claim_unheld.h"
 
-static bool
-contains_param_walker(Node *node, void *context)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, ParamRef))
-		return true;
-	return raw_expression_tree_walker(node, contains_param_walker, context);
-}
-
-static void
-reject(const char *what, const char *why)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_SYNTAX_ERROR),
-			 errmsg("%s must be a single SQL %s", what,
-					strcmp(what, "filter") == 0 ? "expression" : "ORDER BY list"),
-			 errdetail("%s", why)));
-}
-
-/*
- * The caller's text must keep its parentheses and brackets balanced:
- * "true) OR (true" parses inside the wrapper, but in the real query it
- * would pull the conditions after it into an OR.  Scanned with
- * PostgreSQL's own lexer, so parentheses in strings and comments do not
- * count.
- */
-static void
-check_balanced(const char *what, const char *text)
-{
-	core_yy_extra_type extra;
-	core_yyscan_t scanner;
-	core_YYSTYPE yylval;
-	YYLTYPE		yylloc;
-	int			depth = 0;
-	MemoryContext cxt = CurrentMemoryContext;
-	bool		failed = false;
-
-	PG_TRY();
-	{
-		scanner = scanner_init(text, &extra, &ScanKeywords, ScanKeywordTokens);
-		for (;;)
-		{
-			int			tok = core_yylex(&yylval, &yylloc, scanner);
-
-			if (tok == 0)
-				break;
-			if (tok == '(' || tok == '[')
-				depth++;
-			else if ((tok == ')' || tok == ']') && --depth < 0)
-				break;
-		}
-		scanner_finish(scanner);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		FlushErrorState();
-		failed = true;
-	}
-	PG_END_TRY();
-
-	if (failed)
-		reject(what, "It does not scan as SQL.");
-	if (depth != 0)
-		reject(what, "Its parentheses or brackets are not balanced.");
-}
-
-/*
- * Parse sql (the wrapper with the caller's text in it) and check that it
- * is one plain SELECT whose only parts are the expected ones.
- */
-static void
-check_wrapped(const char *what, const char *sql, bool is_order_by)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	List	   *stmts = NIL;
-	SelectStmt *sel;
-	char	   *parse_error = NULL;
-
-	PG_TRY();
-	{
-		stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		parse_error = edata->message;
-	}
-	PG_END_TRY();
-
-	if (parse_error != NULL)
-		reject(what, psprintf("It does not parse on its own: %s.", parse_error));
-	if (list_length(stmts) != 1)
-		reject(what, "It contains more than one statement.");
-	sel = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
-	if (!IsA(sel, SelectStmt) || sel->op != SETOP_NONE)
-		reject(what, "It changes the structure of the query.");
-	if (sel->fromClause != NIL || sel->whereClause != NULL ||
-		sel->groupClause != NIL || sel->havingClause != NULL ||
-		sel->windowClause != NIL || sel->valuesLists != NIL ||
-		sel->limitCount != NULL || sel->limitOffset != NULL ||
-		sel->lockingClause != NIL || sel->withClause != NULL ||
-		sel->intoClause != NULL || sel->distinctClause != NIL ||
-		list_length(sel->targetList) != 1 ||
-		(sel->sortClause != NIL) != is_order_by)
-		reject(what, "It adds clauses of its own to the query.");
-	if (contains_param_walker((Node *) sel->targetList, NULL) ||
-		contains_param_walker((Node *) sel->sortClause, NULL))
-		reject(what, "It refers to query parameters ($n).");
-}
-
-void
-dlock_check_filter(const char *filter)
-{
-	check_balanced("filter", filter);
-	check_wrapped("filter", psprintf("SELECT (\n%s\n)", filter), false);
-}
-
-void
-dlock_check_order_by(const char *order_by)
-{
-	check_balanced("order_by", order_by);
-	check_wrapped("order_by", psprintf("SELECT 1 ORDER BY\n%s\n", order_by), true);
-}
+#define DLOCK_STEP_MIN_ROWS		1000
+#define DLOCK_STEP_HORIZON_US	(10 * USECS_PER_SEC)
 
 /*
  *	SELECT ROW(tbl.*)::schema.tbl, tbl.pk FROM [ONLY] schema.tbl
@@ -173,21 +63,21 @@ dlock_check_order_by(const char *order_by)
  *	 LIMIT n
  *	 FOR UPDATE OF tbl SKIP LOCKED
  *
- * dlock_claim_unheld (claim.c) looks each row the scan reaches up in
+ * dlock_claim_unheld (claim_unheld.c) looks each row the scan reaches up in
  * dlock.claim's primary key, after the filter and before the row lock,
  * the way a hand-written NOT EXISTS would: the cost of a claim grows with
  * the rows its scan reaches, not with the live claims of the table (until
  * ALTER EXTENSION ... UPDATE adds the function, fn_schema is NULL and
  * held rows are dropped after fetching them, in claim.c).  $1
  * holds the rows already tried in this call (usually none).  $2 is the
- * claim's ticket (claim.c): a call of dlock_claim_unheld in the caller's
+ * claim's ticket (claim_unheld.c): a call of dlock_claim_unheld in the caller's
  * filter cannot name it, so it is answered as any direct call is, never
  * for rows the caller cannot see.  LIMIT is the
  * batch size, a constant, so that the plan is made for it; a second run
  * for the rest of a batch asks SPI for fewer rows.
  */
-char *
-dlock_claim_query_sql(const ClaimRequest *req, int bound_dir)
+static char *
+query_sql(const ClaimRequest *req, int bound_dir)
 {
 	const ClaimTarget *t = req->target;
 	StringInfoData sql;
@@ -221,54 +111,6 @@ dlock_claim_query_sql(const ClaimRequest *req, int bound_dir)
 }
 
 /*
- * Whether claims in this order can step over held rows at its head with a
- * bound on the primary key: 1 when the order is the primary key ascending
- * (order_by NULL, or naming just that column), -1 descending, else 0.
- * Needs the per-row check installed (claim.c learns the bound from it).
- */
-int
-dlock_claim_query_step(const ClaimRequest *req)
-{
-	const ClaimTarget *t = req->target;
-	List	   *stmts;
-	SelectStmt *sel;
-	SortBy	   *sb;
-	ColumnRef  *cr;
-	int			dir;
-
-	if (req->fn_schema == NULL)
-		return 0;
-	if (req->order_by == NULL)
-		return t->pk_gt_op ? 1 : 0;
-	/* order_by has passed dlock_check_order_by: it parses */
-	stmts = raw_parser(psprintf("SELECT 1 ORDER BY\n%s\n", req->order_by),
-					   RAW_PARSE_DEFAULT);
-	sel = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
-	if (list_length(sel->sortClause) != 1)
-		return 0;
-	sb = linitial(sel->sortClause);
-	if (!IsA(sb->node, ColumnRef) || sb->sortby_nulls != SORTBY_NULLS_DEFAULT)
-		return 0;
-	cr = (ColumnRef *) sb->node;
-	if (list_length(cr->fields) > 2 || !IsA(llast(cr->fields), String) ||
-		strcmp(strVal(llast(cr->fields)), t->pk_attname) != 0)
-		return 0;
-	if (list_length(cr->fields) == 2 &&
-		(!IsA(linitial(cr->fields), String) ||
-		 strcmp(strVal(linitial(cr->fields)), t->plain_relname) != 0))
-		return 0;
-	if (sb->sortby_dir == SORTBY_DEFAULT || sb->sortby_dir == SORTBY_ASC)
-		dir = 1;
-	else if (sb->sortby_dir == SORTBY_DESC)
-		dir = -1;
-	else
-		return 0;
-	if ((dir > 0 && t->pk_gt_op == NULL) || (dir < 0 && t->pk_lt_op == NULL))
-		return 0;
-	return dir;
-}
-
-/*
  * Whether the character position pos of sql falls in arg, which sql holds
  * right after marker; if so, *argpos is the position in arg.
  */
@@ -296,13 +138,13 @@ position_in_arg(const char *sql, const char *marker, const char *arg, int pos,
  * dlock's query text, which SPI adds to the error, is taken out again.
  * Called in a PG_CATCH block with the error still current; rethrows it.
  */
-void
-dlock_claim_query_rethrow(MemoryContext cxt, const ClaimRequest *req)
+static void
+rethrow(MemoryContext cxt, const ClaimRequest *req)
 {
 	const ClaimTarget *t = req->target;
 	const char *filter = req->filter;
 	const char *order_by = req->order_by;
-	char	   *sql = dlock_claim_query_sql(req, 0);
+	char	   *sql = query_sql(req, 0);
 	ErrorData  *edata;
 	const char *arg = NULL;
 	const char *argname = NULL;
@@ -318,7 +160,7 @@ dlock_claim_query_rethrow(MemoryContext cxt, const ClaimRequest *req)
 			break;
 		if ((dir > 0 && t->pk_gt_op) || (dir < 0 && t->pk_lt_op))
 		{
-			char	   *b = dlock_claim_query_sql(req, dir);
+			char	   *b = query_sql(req, dir);
 
 			if (strcmp(edata->internalquery, b) == 0)
 				sql = b;
@@ -377,4 +219,352 @@ dlock_claim_query_rethrow(MemoryContext cxt, const ClaimRequest *req)
 			psprintf("%s\n%s", edata->context, mine) : mine;
 	}
 	ReThrowError(edata);
+}
+
+#define MAX_CACHED_PLANS	64
+
+typedef struct UserPlan
+{
+	char	   *sql;
+	Oid			relid;			/* the table it was planned for */
+	uint64		generation;		/* and the build of its target */
+	int			busy;			/* claims running it now (nested calls) */
+	SPIPlanPtr	plan;
+
+	/*
+	 * Stepping over the held rows at the head of the order: the
+	 * same query with "pk > $3" (or < for a descending order), and the bound
+	 * learned by an earlier claim, valid until hint_until and as long as no
+	 * claim has been given back since (hint_returns).
+	 */
+	int			step_dir;		/* 1: pk ascending, -1: descending, 0: cannot */
+	char	   *bounded_sql;
+	SPIPlanPtr	bounded;		/* prepared on first use */
+	bool		hint;
+	Datum		hint_bound;
+	TimestampTz hint_until;
+	uint64		hint_returns;
+	int16		typlen;
+	bool		byval;
+} UserPlan;
+
+static List *user_plans = NIL;	/* most recently used first */
+static bool xact_callback_registered = false;
+
+static void
+forget_hint(UserPlan *up)
+{
+	if (up->hint && !up->byval)
+		pfree(DatumGetPointer(up->hint_bound));
+	up->hint = false;
+}
+
+/*
+ * No claim runs once the top-level transaction has ended: a plan marked
+ * busy by a claim that failed (and whose error was caught below it) is
+ * free again.  A transaction that rolls back may have learned step hints
+ * from its own claims, which are gone now: forget them all.
+ */
+static void
+user_plans_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PREPARE)
+		return;
+	foreach(lc, user_plans)
+	{
+		UserPlan   *up = lfirst(lc);
+
+		up->busy = 0;
+		if (event == XACT_EVENT_ABORT)
+			forget_hint(up);
+	}
+}
+
+/* a subtransaction rolled back: its claims are gone, and so are the hints */
+static void
+user_plans_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	foreach(lc, user_plans)
+		forget_hint(lfirst(lc));
+}
+
+static void
+free_user_plan(UserPlan *up)
+{
+	SPI_freeplan(up->plan);
+	if (up->bounded)
+		SPI_freeplan(up->bounded);
+	forget_hint(up);
+	pfree(up->sql);
+	if (up->bounded_sql)
+		pfree(up->bounded_sql);
+	pfree(up);
+}
+
+/*
+ * Forget the least recently used plans beyond MAX_CACHED_PLANS, and the
+ * plans of table relid made for a build of its target before generation,
+ * but never one that a claim is running right now (an outer call of a
+ * nested claim): while many are busy, more are kept.
+ */
+static void
+trim_user_plans(Oid relid, uint64 generation)
+{
+	int			n = list_length(user_plans);
+
+	for (int i = n - 1; i >= 0; i--)
+	{
+		UserPlan   *up = list_nth(user_plans, i);
+		bool		outdated = up->relid == relid && up->generation < generation;
+
+		if (up->busy > 0 ||
+			(!outdated && list_length(user_plans) <= MAX_CACHED_PLANS))
+			continue;
+		user_plans = list_delete_nth_cell(user_plans, i);
+		free_user_plan(up);
+	}
+}
+
+static SPIPlanPtr
+prepare_plan(const ClaimRequest *req, const char *sql, int nargs)
+{
+	Oid			types[3] = {req->target->pk_array_type, INT8OID,
+	req->target->pk_type};
+	MemoryContext cxt = CurrentMemoryContext;
+	SPIPlanPtr	plan = NULL;
+
+	PG_TRY();
+	{
+		plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+	}
+	PG_CATCH();
+	{
+		rethrow(cxt, req);
+	}
+	PG_END_TRY();
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for claim query: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	return plan;
+}
+
+/*
+ * The kept plans of a claim query, marked busy while it runs.
+ * Prepared once per distinct query text and build of the table's target in
+ * this backend (at most MAX_CACHED_PLANS idle ones are kept) as generic
+ * plans: the parameters, the rows already tried (nearly always none) and
+ * the step bound, change nothing the planner should plan for.  A table
+ * dropped and created again under the same name is another table (another
+ * relid), so its plans are new ones, with its key type.
+ */
+static UserPlan *
+user_plan(const ClaimRequest *req)
+{
+	const ClaimTarget *t = req->target;
+	char	   *sql = query_sql(req, 0);
+	ListCell   *lc;
+	UserPlan   *up;
+	SPIPlanPtr	plan;
+	MemoryContext old;
+
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(user_plans_xact_callback, NULL);
+		RegisterSubXactCallback(user_plans_subxact_callback, NULL);
+		xact_callback_registered = true;
+	}
+	foreach(lc, user_plans)
+	{
+		up = lfirst(lc);
+		if (up->relid == t->relid && up->generation == t->generation &&
+			strcmp(up->sql, sql) == 0)
+		{
+			if (foreach_current_index(lc) > 0)
+			{
+				user_plans = foreach_delete_current(user_plans, lc);
+				user_plans = lcons(up, user_plans);
+			}
+			up->busy++;
+			return up;
+		}
+	}
+
+	plan = prepare_plan(req, sql, 2);
+	up = MemoryContextAllocZero(TopMemoryContext, sizeof(UserPlan));
+	up->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	up->relid = t->relid;
+	up->generation = t->generation;
+	up->busy = 1;
+	up->plan = plan;
+	up->step_dir = req->step_dir;
+	if (up->step_dir != 0)
+		up->bounded_sql = MemoryContextStrdup(TopMemoryContext,
+											  query_sql(req, up->step_dir));
+	up->typlen = t->pk_typlen;
+	up->byval = t->pk_byval;
+
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	user_plans = lcons(up, user_plans);
+	trim_user_plans(t->relid, t->generation);
+	MemoryContextSwitchTo(old);
+	return up;
+}
+
+/* give-backs of claims on rows that may still match (unclaim, reset,
+ * release_all), in shared memory: NULL without it */
+static pg_atomic_uint64 *claim_returns = NULL;
+
+/* A claim was given back: every backend's hints lapse. */
+void
+dlock_claim_returns_bump(void)
+{
+	if (claim_returns != NULL)
+		pg_atomic_fetch_add_u64(claim_returns, 1);
+}
+
+/* shmem_request_hook (dlock.c) */
+void
+dlock_claim_query_shmem_request(void)
+{
+	RequestAddinShmemSpace(sizeof(pg_atomic_uint64));
+}
+
+/* shmem_startup_hook (dlock.c), under AddinShmemInitLock */
+void
+dlock_claim_query_shmem_startup(void)
+{
+	bool		found;
+
+	claim_returns = ShmemInitStruct("dlock claim returns", sizeof(pg_atomic_uint64),
+									&found);
+	if (!found)
+		pg_atomic_init_u64(claim_returns, 0);
+}
+
+/*
+ * The plan to run for the next query of a claim: the one with a bound
+ * (*bound set, *bounded true) while a step hint holds, else the plain
+ * one.  *returns is the count of give-backs read now (before the query
+ * runs), to learn a new hint with; without shared memory, *bounded is
+ * false and *returns PG_UINT64_MAX (no hints).
+ */
+static SPIPlanPtr
+choose_plan(UserPlan *up, const ClaimRequest *req, Datum *bound,
+			bool *bounded, uint64 *returns)
+{
+	bool		have = claim_returns != NULL;
+
+	*returns = have ? pg_atomic_read_u64(claim_returns) : PG_UINT64_MAX;
+	*bounded = false;
+	if (!up->hint)
+		return up->plan;
+	if (!have || *returns != up->hint_returns ||
+		GetCurrentTimestamp() >= up->hint_until)
+	{
+		forget_hint(up);
+		return up->plan;
+	}
+	if (up->bounded == NULL)
+		up->bounded = prepare_plan(req, up->bounded_sql, 3);
+	*bound = up->hint_bound;
+	*bounded = true;
+	return up->bounded;
+}
+
+/*
+ * A claim's query found a long stretch of held rows at the head of its
+ * order (after the bound, if it ran with one), the last of them with
+ * primary key last, all held until at least until: later claims start
+ * after it, as long as no claim is given back (returns, read before the
+ * query ran) and until that time.
+ */
+static void
+learn_hint(UserPlan *up, bool bounded, uint64 returns, Datum last,
+		   TimestampTz until)
+{
+	Datum		copy;
+
+	if (up->step_dir == 0)
+		return;
+	if (bounded && up->hint)
+		until = Min(until, up->hint_until);
+	copy = up->byval ? last :
+		datumCopy(last, false, up->typlen);
+	if (!up->byval)
+	{
+		/* datumCopy allocates where we are: move it where it can stay */
+		Size		len = datumGetSize(last, false, up->typlen);
+		void	   *kept = MemoryContextAlloc(TopMemoryContext, len);
+
+		memcpy(kept, DatumGetPointer(copy), len);
+		pfree(DatumGetPointer(copy));
+		copy = PointerGetDatum(kept);
+	}
+	forget_hint(up);
+	up->hint = true;
+	up->hint_bound = copy;
+	up->hint_until = until;
+	up->hint_returns = returns;
+}
+
+/*
+ * Run the claim query of req (as the caller, in SPI) for up to need rows,
+ * leaving out tried (an array of the primary keys of rows tried before in
+ * this call); returns how many rows it locked FOR UPDATE, which are in
+ * SPI_tuptable: the whole row and its primary key.
+ */
+uint64
+dlock_claim_query_run(const ClaimRequest *req, Datum tried, int need)
+{
+	const ClaimTarget *t = req->target;
+	MemoryContext cxt = CurrentMemoryContext;
+	UserPlan   *up = user_plan(req);
+	ClaimScan	scan;
+	Datum		values[3];
+	bool		bounded;
+	uint64		returns;
+	SPIPlanPtr	plan;
+	int			rc = 0;
+
+	values[0] = tried;
+	values[1] = Int64GetDatum(dlock_claim_ticket());
+	plan = choose_plan(up, req, &values[2], &bounded, &returns);
+
+	dlock_claim_scan_begin(&scan, t, up->step_dir != 0);
+	/* errors in the caller's filter or order_by name the caller's text */
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(plan, values, NULL, false, need);
+	}
+	PG_CATCH();
+	{
+		dlock_claim_scan_end(&scan, true);
+		rethrow(cxt, req);
+	}
+	PG_END_TRY();
+	dlock_claim_scan_end(&scan, false);
+
+	if (scan.nlead >= DLOCK_STEP_MIN_ROWS && returns != PG_UINT64_MAX)
+		learn_hint(up, bounded, returns, scan.lead_last,
+				   Min(scan.lead_until,
+					   GetCurrentTimestamp() + DLOCK_STEP_HORIZON_US));
+	if (up->busy > 0)
+		up->busy--;
+
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "claim query failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0 && SPI_gettypeid(SPI_tuptable->tupdesc, 1) != t->rowtype)
+		elog(ERROR, "claim query returned %s, not the row type of \"%s\"",
+			 format_type_be(SPI_gettypeid(SPI_tuptable->tupdesc, 1)), t->relname);
+	return SPI_processed;
 }

@@ -2,7 +2,8 @@
  *
  * claim_sql.c
  *		SQL-callable entry points for claims.  Each checks and unpacks its
- *		arguments and calls claim.c or claim_manage.c.
+ *		arguments (the caller's filter and order_by in claim_filter.c) and
+ *		calls claim.c, claim_manage.c, claim_unheld.c or claim_ddl*.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,9 +24,16 @@
 #include "utils/lsyscache.h"
 #include "utils/rls.h"
 
-#include "args.h"
+#include "base_args.h"
+#include "base_keys.h"
 #include "claim.h"
-#include "keys.h"
+#include "claim_ddl.h"
+#include "claim_ddl_type.h"
+#include "claim_filter.h"
+#include "claim_key.h"
+#include "claim_manage.h"
+#include "claim_unheld.h"
+#include "dlock.h"
 
 /*
  * The table argument.  fn, when given, is a function of the table's claim
@@ -167,6 +175,9 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 		dlock_check_filter(req.filter);
 	if (req.order_by)
 		dlock_check_order_by(req.order_by);
+	/* stepping over held rows needs the per-row check: it learns the bound */
+	req.step_dir = req.fn_schema ?
+		dlock_claim_order_step(req.target, req.order_by) : 0;
 	dlock_arg_writes_allowed("dlock_claim()");
 
 	InitMaterializedSRF(fcinfo, 0);

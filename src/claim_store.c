@@ -9,8 +9,8 @@
  *		other file touches dlock.claim.
  *
  * Lookups go through the primary key (relid, key) at the latest committed
- * state (store.c).  Every writer of a claim row holds that row's key lock
- * (keylock.c), so under the lock the row read is the row written.
+ * state (base_store.c).  Every writer of a claim row holds that row's key lock
+ * (base_keylock.c), so under the lock the row read is the row written.
  *
  * A claim of n rows that were never claimed before inserts n rows in one
  * go, the way COPY does: one table_multi_insert (a WAL record per heap
@@ -45,11 +45,11 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "base_keys.h"
+#include "base_store.h"
 #include "claim_store.h"
 #include "compat.h"
-#include "keys.h"
 #include "dlock.h"
-#include "store.h"
 
 /* columns of dlock.claim, as dlock--0.1.sql creates it and 0.4 extends it */
 enum

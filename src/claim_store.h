@@ -54,10 +54,7 @@ extern int	dlock_claim_store_reclaim(Oid relid, text **keys, int n,
 									  text *holder, Oid role, int64 token,
 									  int64 ttl_us, TimestampTz now,
 									  text ***got, int **attempts);
-extern uint64 dlock_claim_store_idle(TimestampTz before, int limit,
-									 text ***keys, Oid **relids);
-extern bool dlock_claim_store_delete_idle(Oid relid, text *key,
-										  TimestampTz before);
+extern int64 dlock_claim_store_delete_idle(TimestampTz before, int limit);
 extern uint64 dlock_claim_store_read_live(void);
 extern uint64 dlock_claim_store_read_dead(void);
 extern uint64 dlock_claim_store_relids(Oid **relids);

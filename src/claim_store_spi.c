@@ -3,8 +3,8 @@
  * claim_store_spi.c
  *		Every read and write of dlock.claim, with claim_store.c: the writes
  *		and sweeps of many rows, as SQL (a holder's keys, give-back,
- *		renewal, deletion, poisoning, reclaiming, the idle-row sweep of
- *		cleanup, and the dlock_claims rows).  No other file touches
+ *		renewal, deletion, poisoning, reclaiming, the sweep of idle rows,
+ *		and the dlock_claims rows).  No other file touches
  *		dlock.claim.
  *
  * Between dlock_spi_begin and dlock_spi_end; each plan is prepared once
@@ -22,10 +22,30 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "base_keys.h"
+#include "base_spi.h"
 #include "claim_store.h"
 #include "dlock.h"
-#include "keys.h"
-#include "spi_access.h"
+
+/*
+ * Run plan, a read of keys (column 1, and their tables in column 2 if
+ * relids is not NULL); returns the keys, and *n how many, copied into the
+ * current memory context; the SPI result is freed.
+ */
+static text **
+read_keys(SPIPlanPtr plan, Datum *values, int *n, Oid **relids)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	text	  **keys;
+
+	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
+	keys = dlock_copy_key_column(*n);
+	if (relids)
+		*relids = dlock_copy_oid_column(*n, 2);
+	SPI_freetuptable(SPI_tuptable);
+	return keys;
+}
 
 /*
  * Keys of the holder's live claims on a table, sorted: all of them, or
@@ -37,7 +57,6 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 {
 	static SPIPlanPtr all_plan = NULL;
 	static SPIPlanPtr among_plan = NULL;
-	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
 	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), 0};
@@ -61,15 +80,12 @@ dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 							  " ORDER BY key",
 							  4, types);
 	}
-	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	return dlock_copy_key_column(*n);
+	return read_keys(plan, values, n, NULL);
 }
 
 /*
  * A page of the keys of the holder's live claims on a table, in key order:
- * up to limit of them after key after (NULL: from the first); the SPI
- * result is freed, the keys are copied into the current memory context.
+ * up to limit of them after key after (NULL: from the first).
  */
 text	  **
 dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
@@ -80,9 +96,7 @@ dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
 	Oid			types[5] = {OIDOID, TEXTOID, OIDOID, INT4OID, TEXTOID};
 	Datum		values[5] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), Int32GetDatum(limit), PointerGetDatum(after)};
-	MemoryContext cxt = CurrentMemoryContext;
 	SPIPlanPtr	plan;
-	text	  **keys;
 
 	if (after == NULL)
 		plan = dlock_spi_plan(&first_plan,
@@ -99,11 +113,7 @@ dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
 							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
 							  " ORDER BY key LIMIT $4",
 							  5, types);
-	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	keys = dlock_copy_key_column(*n);
-	SPI_freetuptable(SPI_tuptable);
-	return keys;
+	return read_keys(plan, values, n, NULL);
 }
 
 /* Of these keys, those that have a claim row, sorted. */
@@ -111,28 +121,24 @@ text	  **
 dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
 {
 	static SPIPlanPtr plan = NULL;
-	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[2] = {OIDOID, TEXTARRAYOID};
 	Datum		values[2];
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = dlock_text_array(keys, nkeys);
-	*n = (int) dlock_spi_run(dlock_spi_plan(&plan,
-											"SELECT key FROM " DLOCK_SCHEMA ".claim"
-											" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-											" ORDER BY key",
-											2, types),
-							 values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	return dlock_copy_key_column(*n);
+	return read_keys(dlock_spi_plan(&plan,
+									"SELECT key FROM " DLOCK_SCHEMA ".claim"
+									" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+									" ORDER BY key",
+									2, types),
+					 values, n, NULL);
 }
 
 /*
  * A page of the live claims of holder and role, on any table, in table and
  * key order: up to limit of them after (after_relid, after_key) (0 and
  * NULL: from the first); returns how many, with the keys and tables in
- * *keys and *relids (copied into the current memory context; the SPI
- * result is freed).
+ * *keys and *relids.
  */
 int
 dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
@@ -140,7 +146,6 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 								  Oid **relids)
 {
 	static SPIPlanPtr plan = NULL;
-	MemoryContext cxt = CurrentMemoryContext;
 	Oid			types[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT4OID};
 	Datum		values[5];
 	int			n;
@@ -150,19 +155,15 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 	values[2] = ObjectIdGetDatum(after_relid);
 	values[3] = after_key ? PointerGetDatum(after_key) : CStringGetTextDatum("");
 	values[4] = Int32GetDatum(limit);
-	n = (int) dlock_spi_run(dlock_spi_plan(&plan,
-										   "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
-										   " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
-										   "   AND holder" EQ "$1 AND owner" EQ "$2"
-										   "   AND expires_at OPERATOR(pg_catalog.>)"
-										   " pg_catalog.clock_timestamp()"
-										   " ORDER BY relid, key LIMIT $5",
-										   5, types),
-							values, NULL, 0, SPI_OK_SELECT);
-	MemoryContextSwitchTo(cxt);
-	*keys = dlock_copy_key_column(n);
-	*relids = dlock_copy_oid_column(n, 2);
-	SPI_freetuptable(SPI_tuptable);
+	*keys = read_keys(dlock_spi_plan(&plan,
+									 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
+									 "   AND holder" EQ "$1 AND owner" EQ "$2"
+									 "   AND expires_at OPERATOR(pg_catalog.>)"
+									 " pg_catalog.clock_timestamp()"
+									 " ORDER BY relid, key LIMIT $5",
+									 5, types),
+					  values, &n, relids);
 	return n;
 }
 
@@ -315,82 +316,60 @@ dlock_claim_store_reclaim(Oid relid, text **keys, int n, text *holder, Oid role,
 }
 
 /*
- * Up to limit claim rows that are free or expired since before and not
- * poisoned, or of tables that no longer exist; returns how many, with
- * their keys and tables in *keys and *relids.
+ * Delete up to limit claim rows that are free or expired since before and
+ * not poisoned, or of tables that no longer exist; returns how many.
  *
- * Claims call this now and then, so its cost must not grow with the
+ * Without key locks, and without waiting for anybody: one statement locks
+ * those rows FOR UPDATE SKIP LOCKED (a row another transaction is
+ * changing is skipped) and deletes them.  A claimer that decided on such
+ * a row under its key lock meanwhile decided on an idle row, which it
+ * still is once gone; its write waits for the sweep's end (sweeps commit
+ * at once: sweep.c) and writes the claim row anew (claim.c).
+ *
+ * Claims draw this now and then, so its cost must not grow with the
  * number of claim rows: it walks the tables that have claim rows (a
  * loose index scan, one probe per table) and, for each, reads only the
- * rows it returns, through claim_live (relid, expires_at), or all rows of
+ * rows it deletes, through claim_live (relid, expires_at), or all rows of
  * a table that no longer exists through the primary key.  A scan of the
  * whole table here cost 78 ms with 400,000 live claims, every 64th claim.
  */
-uint64
-dlock_claim_store_idle(TimestampTz before, int limit, text ***keys, Oid **relids)
+int64
+dlock_claim_store_delete_idle(TimestampTz before, int limit)
 {
 	static SPIPlanPtr plan = NULL;
 	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
 	Datum		values[2];
-	uint64		n;
 
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int32GetDatum(limit);
-	n = dlock_spi_run(dlock_spi_plan(&plan,
-									 "WITH RECURSIVE t(relid) AS ("
-									 "  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
-									 "  UNION ALL"
-									 "  SELECT (SELECT pg_catalog.min(c.relid)"
-									 "            FROM " DLOCK_SCHEMA ".claim c"
-									 "           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
-									 "    FROM t WHERE t.relid IS NOT NULL)"
-									 "SELECT c.key, c.relid FROM t CROSS JOIN LATERAL ("
-									 "  (SELECT c.key, c.relid FROM " DLOCK_SCHEMA ".claim c"
-									 "    WHERE c.relid" EQ "t.relid"
-									 "      AND c.expires_at OPERATOR(pg_catalog.<) $1"
-									 "      AND c.poisoned_at IS NULL"
-									 "      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
-									 "                   WHERE r.oid" EQ "t.relid)"
-									 "    LIMIT $2)"
-									 "  UNION ALL"
-									 "  (SELECT c.key, c.relid FROM " DLOCK_SCHEMA ".claim c"
-									 "    WHERE c.relid" EQ "t.relid"
-									 "      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-									 "                       WHERE r.oid" EQ "t.relid)"
-									 "    LIMIT $2)) c"
-									 " WHERE t.relid IS NOT NULL"
-									 " LIMIT $2",
-									 2, types),
-					  values, NULL, 0, SPI_OK_SELECT);
-	*keys = dlock_copy_key_column(n);
-	*relids = dlock_copy_oid_column(n, 2);
-	return n;
-}
-
-/*
- * Delete the claim row of (relid, key) if it is still idle as
- * dlock_claim_store_idle found it (the caller holds its key lock); true if
- * deleted.
- */
-bool
-dlock_claim_store_delete_idle(Oid relid, text *key, TimestampTz before)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {OIDOID, TEXTOID, TIMESTAMPTZOID};
-	Datum		values[3];
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = PointerGetDatum(key);
-	values[2] = TimestampTzGetDatum(before);
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"DELETE FROM " DLOCK_SCHEMA ".claim c"
-										" WHERE relid" EQ "$1 AND key" EQ "$2"
-										"   AND ((expires_at OPERATOR(pg_catalog.<) $3"
-										"         AND poisoned_at IS NULL)"
-										"        OR NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-										"                        WHERE r.oid" EQ "c.relid))",
-										3, types),
-						 values, NULL, 0, SPI_OK_DELETE) > 0;
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"DELETE FROM " DLOCK_SCHEMA ".claim"
+												" WHERE ctid" EQ "ANY (ARRAY("
+												"WITH RECURSIVE t(relid) AS ("
+												"  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+												"  UNION ALL"
+												"  SELECT (SELECT pg_catalog.min(c.relid)"
+												"            FROM " DLOCK_SCHEMA ".claim c"
+												"           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+												"    FROM t WHERE t.relid IS NOT NULL)"
+												"SELECT c.ctid FROM t CROSS JOIN LATERAL ("
+												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+												"    WHERE c.relid" EQ "t.relid"
+												"      AND c.expires_at OPERATOR(pg_catalog.<) $1"
+												"      AND c.poisoned_at IS NULL"
+												"      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
+												"                   WHERE r.oid" EQ "t.relid)"
+												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) idle"
+												"  UNION ALL"
+												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+												"    WHERE c.relid" EQ "t.relid"
+												"      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+												"                       WHERE r.oid" EQ "t.relid)"
+												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c"
+												" WHERE t.relid IS NOT NULL"
+												" LIMIT $2))",
+												2, types),
+								 values, NULL, 0, SPI_OK_DELETE);
 }
 
 /*

@@ -52,9 +52,9 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "claim.h"
+#include "base_keylock.h"
+#include "claim_target.h"
 #include "compat.h"
-#include "keylock.h"
 
 static List *targets = NIL;		/* of ClaimTarget *, in CacheMemoryContext */
 static bool callback_registered = false;
@@ -241,6 +241,30 @@ key_has_spellings(Relation idx, Oid type, int32 typmod)
 										   ObjectIdGetDatum(opcintype))))
 		return true;
 	return typmod >= 0 && getBaseType(type) == BPCHAROID;
+}
+
+/* types whose text form depends on no setting */
+bool
+dlock_claim_type_io_stable(Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case OIDOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+		case CHAROID:
+		case BOOLOID:
+		case UUIDOID:
+		case NUMERICOID:
+			return true;
+		default:
+			return false;
+	}
 }
 
 /*

@@ -27,7 +27,7 @@
 #endif
 
 #ifndef HAVE_INT128
-#error "dlock needs a compiler with 128-bit integers (interval arithmetic in args.c)"
+#error "dlock needs a compiler with 128-bit integers (interval arithmetic in base_args.c)"
 #endif
 
 /*

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * dlock.h
- *		The limits, the schema name and the settings of dlock.
+ *		The limits and the schema name of dlock (its settings are in
+ *		base_settings.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +16,7 @@
 #define DLOCK_MAX_HOLDER_BYTES	256
 #define DLOCK_MAX_TTL_US		(30 * USECS_PER_DAY)
 #define DLOCK_MAX_WAIT_US		USECS_PER_DAY
+#define DLOCK_MAX_CLAIM_BATCH	1000
 #define DLOCK_MAX_SLOTS			1000	/* holders of one semaphore */
 
 /*
@@ -37,24 +39,11 @@ dlock_slots_compatible(int a, int b)
 /*
  * Rows one dlock_cleanup() call deletes at most, of leases and of claims
  * each, so that one call stays short: its deletes keep writers of those
- * keys waiting until they commit, and the key lock of every claim row it
- * deletes is held until then (the shared lock table must keep room for
- * everybody else).
+ * keys waiting until they commit.
  */
 #define DLOCK_CLEANUP_MAX_ROWS	1000
 
 /* Name of dlock's internal schema; every internal query names it. */
 #define DLOCK_SCHEMA			"dlock"
-
-/* ---- dlock.c: settings ---- */
-extern int	dlock_poll_interval_ms;
-extern int	dlock_safety_wake_ms;
-extern int	dlock_debug_queue_delay_ms;
-extern int	dlock_debug_sweep_every;
-extern int	dlock_idle_key_lifetime_s;
-extern bool dlock_handoff_yield;
-
-/* ---- dlock.c: the WARNING of a backend that finds dlock not preloaded ---- */
-extern void dlock_warn_not_preloaded(void);
 
 #endif							/* DLOCK_H */

@@ -11,7 +11,7 @@
 
 #include "datatype/timestamp.h"
 
-#include "keylock.h"
+#include "base_keylock.h"
 #include "lease_store.h"
 
 extern void dlock_lease_free_or_hand_over(DlockStore *s, text *key,

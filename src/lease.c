@@ -13,7 +13,7 @@
  * Every read and write of dlock.lease goes through lease_store.c.
  *
  * Protocol: every write happens under the key's heavyweight lock
- * (keylock.c), and every decision is taken on the latest committed row
+ * (base_keylock.c), and every decision is taken on the latest committed row
  * read after that lock was granted.  An acquire reads before taking the
  * lock, so that a failed acquire (someone else's live lease) answers at
  * once and takes no lock; release, renew and validate, which mostly come
@@ -57,15 +57,15 @@
 
 #include "compat.h"
 #include "dlock.h"
-#include "keylock.h"
+#include "base_keylock.h"
 #include "lease.h"
 #include "handover.h"
 #include "lease_store.h"
-#include "spi_access.h"
-#include "stats.h"
-#include "store.h"
+#include "base_spi.h"
+#include "base_stats.h"
+#include "base_store.h"
 #include "sweep.h"
-#include "token.h"
+#include "base_token.h"
 #include "wait.h"
 #include "watch.h"
 #include "xact.h"

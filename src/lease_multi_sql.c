@@ -16,7 +16,7 @@
 #include "fmgr.h"
 #include "utils/array.h"
 
-#include "args.h"
+#include "base_args.h"
 #include "compat.h"
 #include "lease_multi.h"
 

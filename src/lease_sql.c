@@ -6,7 +6,7 @@
  *		lease.c.
  *
  * None of these functions is STRICT: NULL means "not acquired" for
- * dlock_acquire, so a NULL argument is an error (args.c), never a NULL.
+ * dlock_acquire, so a NULL argument is an error (base_args.c), never a NULL.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,11 +20,12 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "args.h"
-#include "claim.h"
+#include "base_args.h"
+#include "base_settings.h"
+#include "claim_manage.h"
 #include "dlock.h"
 #include "lease.h"
-#include "stats.h"
+#include "base_stats.h"
 #include "worker.h"
 
 /*

@@ -11,12 +11,12 @@
  * code does (CatalogTupleUpdate), instead of through the executor: no
  * plan to revalidate, no executor state, no planner settings to pin.
  * What the executor would otherwise check is checked here once per call
- * (store.c, and below): the table must still look the way dlock--*.sql
+ * (base_store.c, and below): the table must still look the way dlock--*.sql
  * made it, with its primary key as its only index, the one index kept up
- * to date here.  Reads use the latest committed state, like spi_access.c.
+ * to date here.  Reads use the latest committed state, like base_spi.c.
  *
  * The rare sweeps over many rows (release_all's list, cleanup, the view)
- * run as SQL through spi_access.c, with plans kept next to their text.
+ * run as SQL through base_spi.c, with plans kept next to their text.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,10 +44,10 @@
 #include "abandon.h"
 #include "compat.h"
 #include "dlock.h"
-#include "keys.h"
+#include "base_keys.h"
 #include "lease_store.h"
-#include "spi_access.h"
-#include "store.h"
+#include "base_spi.h"
+#include "base_store.h"
 
 /*
  * columns of dlock.lease, in the order dlock--0.1.sql creates them; slot

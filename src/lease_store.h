@@ -11,7 +11,7 @@
 #include "datatype/timestamp.h"
 #include "storage/itemptr.h"
 
-#include "store.h"
+#include "base_store.h"
 
 /* What one lease row says, read at the latest committed state. */
 typedef struct DlockLease
@@ -49,7 +49,7 @@ dlock_lease_is_ours(const DlockLease *l, text *holder, Oid role)
 			   VARSIZE_ANY_EXHDR(holder)) == 0;
 }
 
-/* dlock.lease, opened for one call (store.h) */
+/* dlock.lease, opened for one call (base_store.h) */
 extern void dlock_lease_store_open(DlockStore *s);
 extern bool dlock_lease_store_has_slots(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);

@@ -17,7 +17,7 @@
  *
  *  - dlock's own table, index and sequence are found by schema and name,
  *    get_namespace_oid("dlock") then get_relname_relid(name, that schema)
- *    (store.c, token.c): the schema is named, search_path is not read;
+ *    (base_store.c, base_token.c): the schema is named, search_path is not read;
  *  - rows are read and written through the primary key index and the heap
  *    directly (lease_store.c, claim_store.c), by OID;
  *  - a claim table arrives as an OID (a regclass argument is resolved by
@@ -47,7 +47,7 @@
  * Not on this list, and also without the pin on purpose: dlock_claim,
  * whose filter and order_by are the caller's SQL and resolve names as the
  * caller's own queries do; its internal queries pin search_path for
- * themselves (spi_access.c), and the parts of its query dlock writes name
+ * themselves (base_spi.c), and the parts of its query dlock writes name
  * their schemas.
  *
  * This file is read by the tests, not compiled into dlock.
@@ -58,11 +58,11 @@
 /*
  * dlock_acquire: reads and writes the key's row of dlock.lease directly
  * (lease.c, lease_store.c), draws the token with nextval_internal on the
- * sequence found by OID (token.c), waits in shared memory (acquire.c,
+ * sequence found by OID (base_token.c), waits in shared memory (acquire.c,
  * wait.c).  One grant in 1024 also asks for a sweep of idle rows
  * (sweep.c), which runs as SQL at the pre-commit of the transaction, after
  * the function has returned (when a pinned search_path would be gone
- * anyway), through spi_access.c, which pins its own settings.
+ * anyway), through base_spi.c, which pins its own settings.
  */
 DLOCK_NO_SEARCH_PATH("dlock_acquire(text, text, interval, interval)", dlock_acquire_sql)
 
@@ -92,9 +92,10 @@ DLOCK_NO_SEARCH_PATH("dlock_validate(text, text, bigint)", dlock_validate_sql)
  * dlock_claim_unheld with a ticket: the per-row check of a claim query,
  * which runs it in the caller's search_path anyway (dlock_claim has no pin);
  * the table comes as an OID, the key's text form as described above, and the
- * look-up is a probe of dlock.claim's primary key (claim.c, claim_store.c);
- * a ticket not the claim's is an error.  dlock_claim_unheld(tbl, key),
- * without a ticket, reads the row as the caller (SQL) and keeps its pin.
+ * look-up is a probe of dlock.claim's primary key (claim_unheld.c,
+ * claim_store.c); a ticket not the claim's is an error.
+ * dlock_claim_unheld(tbl, key), without a ticket, reads the row as the
+ * caller (SQL) and keeps its pin.
  */
 DLOCK_NO_SEARCH_PATH("dlock_claim_unheld(regclass, anyelement, bigint)", dlock_claim_unheld_ticket_sql)
 

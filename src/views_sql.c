@@ -35,12 +35,12 @@
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
-#include "claim.h"
+#include "base_settings.h"
+#include "claim_key.h"
 #include "claim_store.h"
-#include "dlock.h"
 #include "lease_store.h"
-#include "spi_access.h"
-#include "stats.h"
+#include "base_spi.h"
+#include "base_stats.h"
 #include "wait.h"
 
 /* May role see what owner holds or waits for? */

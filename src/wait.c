@@ -71,6 +71,7 @@
 #include "utils/wait_event.h"
 
 #include "abandon.h"
+#include "base_settings.h"
 #include "client.h"
 #include "compat.h"
 #include "dlock.h"

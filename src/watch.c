@@ -38,9 +38,9 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "base_keylock.h"
 #include "compat.h"
 #include "dlock.h"
-#include "keylock.h"
 #include "watch.h"
 
 /* one (session, key) */
@@ -52,7 +52,7 @@ typedef struct WatchEntry
 	int			procno;			/* the watching backend */
 	int			pid;
 	Oid			role;			/* the role that called dlock_watch */
-	uint64		hash;			/* the key's lock hash (keylock.c) */
+	uint64		hash;			/* the key's lock hash (base_keylock.c) */
 	pg_atomic_uint64 expired_token; /* the last token whose expiry was sent */
 	char		channel[NAMEDATALEN];
 	int			keylen;

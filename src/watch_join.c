@@ -26,8 +26,8 @@
 #include "storage/lmgr.h"
 #include "storage/shmem.h"
 
+#include "base_keylock.h"
 #include "compat.h"
-#include "keylock.h"
 #include "watch.h"
 
 /* a committing transaction that changed leases, one slot per backend */

@@ -50,8 +50,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "dlock.h"
-#include "keylock.h"
+#include "base_keylock.h"
 #include "watch.h"
 
 /* PostgreSQL's own limit (commands/async.c) */

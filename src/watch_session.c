@@ -17,8 +17,8 @@
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
+#include "base_store.h"
 #include "lease_store.h"
-#include "store.h"
 #include "watch.h"
 
 static char channel[NAMEDATALEN];

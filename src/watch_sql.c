@@ -14,7 +14,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "args.h"
+#include "base_args.h"
 #include "lease_store.h"
 #include "watch.h"
 

@@ -47,11 +47,11 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "base_keylock.h"
+#include "base_settings.h"
+#include "base_store.h"
 #include "compat.h"
-#include "dlock.h"
-#include "keylock.h"
 #include "lease_store.h"
-#include "store.h"
 #include "wait.h"
 #include "watch.h"
 

@@ -45,7 +45,6 @@
 #include "utils/snapmgr.h"
 
 #include "abandon.h"
-#include "claim.h"
 #include "sweep.h"
 #include "worker.h"
 
@@ -233,7 +232,7 @@ cleanup_task(dsm_handle h)
 		req->leases = dlock_lease_sweep(req->idle_us, req->limit, true);
 		end_work();
 		begin_work("dlock: deleting idle claim rows");
-		req->claims = dlock_claim_cleanup(req->idle_us, req->limit);
+		req->claims = dlock_claim_sweep(req->idle_us, req->limit);
 		end_work();
 		req->done = true;
 	}

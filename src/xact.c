@@ -46,7 +46,7 @@
 
 #include "client.h"
 #include "dlock.h"
-#include "keylock.h"
+#include "base_keylock.h"
 #include "wait.h"
 #include "xact.h"
 

@@ -10,7 +10,7 @@
 #ifndef DLOCK_XACT_H
 #define DLOCK_XACT_H
 
-#include "keylock.h"
+#include "base_keylock.h"
 
 extern bool dlock_xact_alone(void);
 extern void dlock_xact_note_key(const DlockKeyLock *key);

@@ -20,7 +20,7 @@
 #    before it, including a burst of 100 acquire/release pairs committed just
 #    before the crash (the token sequence only writes WAL every 32 values);
 #  - tokens are kept at or above the server's clock in microseconds since
-#    1970 (less at most 10 ms), see src/token.c.
+#    1970 (less at most 10 ms), see src/base_token.c.
 
 use strict;
 use warnings;

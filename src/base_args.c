@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * args.c
+ * base_args.c
  *		Argument checks shared by dlock's SQL-callable functions.
  *
  * dlock's functions are not STRICT: a NULL result means "not acquired",
@@ -16,7 +16,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "args.h"
+#include "base_args.h"
 #include "compat.h"
 #include "dlock.h"
 

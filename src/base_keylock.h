@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * keylock.h
- *		The heavyweight locks of lease keys and claimed rows (keylock.c).
+ * base_keylock.h
+ *		The heavyweight locks of lease keys and claimed rows (base_keylock.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_KEYLOCK_H
-#define DLOCK_KEYLOCK_H
+#ifndef DLOCK_BASE_KEYLOCK_H
+#define DLOCK_BASE_KEYLOCK_H
 
 #include "storage/lockdefs.h"
 
@@ -31,4 +31,4 @@ extern bool dlock_key_trylock(const DlockKeyLock *key, LOCKMODE mode);
 extern void dlock_key_lock(const DlockKeyLock *key, LOCKMODE mode);
 extern void dlock_key_unlock(const DlockKeyLock *key, LOCKMODE mode);
 
-#endif							/* DLOCK_KEYLOCK_H */
+#endif							/* DLOCK_BASE_KEYLOCK_H */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * store.c
+ * base_store.c
  *		Direct access to dlock's own tables: open one with its primary key
  *		index, and look a row up by its primary key at the latest
  *		committed state, without SPI.
@@ -8,7 +8,7 @@
  * The calls that read one row by key on every use (every lease call, the
  * per-row claim fence) come here instead of going through the executor:
  * no plan to revalidate, no executor state, no planner settings to pin.
- * Like spi_access.c, lookups see the latest committed state plus this
+ * Like base_spi.c, lookups see the latest committed state plus this
  * transaction's own changes (GetLatestSnapshot), so that a lease is
  * judged by what is committed now also under REPEATABLE READ.
  *
@@ -25,9 +25,9 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "base_store.h"
 #include "compat.h"
 #include "dlock.h"
-#include "store.h"
 
 /*
  * Open table dlock.<name> and its primary key index with the locks an

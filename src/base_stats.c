@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * stats.c
+ * base_stats.c
  *		Counters of what dlock did since the server started, in shared
  *		memory: one atomic per counter, no lock.
  *
@@ -14,7 +14,7 @@
 #include "port/atomics.h"
 #include "storage/shmem.h"
 
-#include "stats.h"
+#include "base_stats.h"
 
 static pg_atomic_uint64 *counters = NULL;
 

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * store.h
- *		Direct access to dlock's own tables (store.c).
+ * base_store.h
+ *		Direct access to dlock's own tables (base_store.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_STORE_H
-#define DLOCK_STORE_H
+#ifndef DLOCK_BASE_STORE_H
+#define DLOCK_BASE_STORE_H
 
 #include "access/skey.h"
 #include "executor/tuptable.h"
@@ -31,4 +31,4 @@ extern bool dlock_store_fetch(DlockStore *s, ScanKey keys, int nkeys);
 extern void dlock_store_batch_begin(DlockStore *s, int nkeys);
 extern void dlock_store_batch_end(DlockStore *s);
 
-#endif							/* DLOCK_STORE_H */
+#endif							/* DLOCK_BASE_STORE_H */

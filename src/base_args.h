@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * args.h
- *		Argument checks shared by the SQL-callable functions (args.c).
+ * base_args.h
+ *		Argument checks shared by the SQL-callable functions (base_args.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_ARGS_H
-#define DLOCK_ARGS_H
+#ifndef DLOCK_BASE_ARGS_H
+#define DLOCK_BASE_ARGS_H
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
@@ -24,4 +24,4 @@ extern bool dlock_arg_token(FunctionCallInfo fcinfo, int argno, bool null_ok,
 							int64 *token);
 extern int64 dlock_interval_usecs(const Interval *iv);
 
-#endif							/* DLOCK_ARGS_H */
+#endif							/* DLOCK_BASE_ARGS_H */

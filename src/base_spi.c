@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * spi_access.c
+ * base_spi.c
  *		How dlock's C code runs its internal queries: as the owner of
  *		dlock's tables, through SPI plans prepared once and kept, and always
  *		against the latest committed state.
@@ -18,7 +18,7 @@
  * Every internal query is run with a fresh snapshot (GetLatestSnapshot),
  * as the foreign key checks do: a lock service must judge a lease by what
  * is committed now, also inside a REPEATABLE READ or SERIALIZABLE
- * transaction whose own snapshot is older.  The per-key lock (keylock.c)
+ * transaction whose own snapshot is older.  The per-key lock (base_keylock.c)
  * guarantees that nobody else changes the key between our read and write.
  *
  *-------------------------------------------------------------------------
@@ -34,8 +34,8 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "base_spi.h"
 #include "dlock.h"
-#include "spi_access.h"
 
 /* owner of dlock's internal schema */
 Oid

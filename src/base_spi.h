@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * spi_access.h
+ * base_spi.h
  *		Running dlock's internal SQL as its owner, with pinned settings and
- *		kept plans (spi_access.c).
+ *		kept plans (base_spi.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_SPI_ACCESS_H
-#define DLOCK_SPI_ACCESS_H
+#ifndef DLOCK_BASE_SPI_H
+#define DLOCK_BASE_SPI_H
 
 
 
@@ -33,4 +33,4 @@ extern struct _SPI_plan *dlock_spi_plan(struct _SPI_plan **cache, const char *sq
 extern uint64 dlock_spi_run(struct _SPI_plan *plan, Datum *values,
 							const char *nulls, long tcount, int expect_rc);
 
-#endif							/* DLOCK_SPI_ACCESS_H */
+#endif							/* DLOCK_BASE_SPI_H */

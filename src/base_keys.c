@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * keys.c
+ * base_keys.c
  *		Lists of key texts: as SQL text[] arguments, sorted bytewise, and
  *		read out of SPI results.  Shared by leases and claims.
  *
@@ -13,9 +13,8 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 
+#include "base_keys.h"
 #include "compat.h"
-#include "dlock.h"
-#include "keys.h"
 
 Datum
 dlock_text_array(text **keys, int n)

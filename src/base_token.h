@@ -1,15 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * token.h
- *		Fencing tokens (token.c).
+ * base_token.h
+ *		Fencing tokens (base_token.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_TOKEN_H
-#define DLOCK_TOKEN_H
+#ifndef DLOCK_BASE_TOKEN_H
+#define DLOCK_BASE_TOKEN_H
 
 
 
 extern int64 dlock_next_token(void);
 
-#endif							/* DLOCK_TOKEN_H */
+#endif							/* DLOCK_BASE_TOKEN_H */

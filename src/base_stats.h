@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * stats.h
- *		Counters of what dlock did since the server started (stats.c).
+ * base_stats.h
+ *		Counters of what dlock did since the server started (base_stats.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_STATS_H
-#define DLOCK_STATS_H
+#ifndef DLOCK_BASE_STATS_H
+#define DLOCK_BASE_STATS_H
 
 /* the columns of dlock_stats(), in order */
 typedef enum DlockCounter
@@ -32,4 +32,4 @@ extern bool dlock_stats_read(uint64 *values);
 extern void dlock_stats_shmem_request(void);
 extern void dlock_stats_shmem_startup(void);
 
-#endif							/* DLOCK_STATS_H */
+#endif							/* DLOCK_BASE_STATS_H */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * keylock.c
+ * base_keylock.c
  *		Per-key heavyweight locks: dlock's mutual exclusion between the
  *		transactions that touch one key.
  *
@@ -31,8 +31,7 @@
 #include "miscadmin.h"
 #include "storage/lock.h"
 
-#include "dlock.h"
-#include "keylock.h"
+#include "base_keylock.h"
 
 /*
  * The lock of a key: a hash of its text, seeded with its class and, for a

@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * keys.h
- *		Lists of key texts: arrays, sorting, and columns of SPI results (keys.c).
+ * base_keys.h
+ *		Lists of key texts: arrays, sorting, and columns of SPI results
+ *		(base_keys.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_KEYS_H
-#define DLOCK_KEYS_H
+#ifndef DLOCK_BASE_KEYS_H
+#define DLOCK_BASE_KEYS_H
 
 #include "fmgr.h"
 
@@ -16,4 +17,4 @@ extern int	dlock_sort_unique_keys(text **keys, int n);
 extern text **dlock_copy_key_column(uint64 n);
 extern Oid *dlock_copy_oid_column(uint64 n, int col);
 
-#endif							/* DLOCK_KEYS_H */
+#endif							/* DLOCK_BASE_KEYS_H */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * token.c
+ * base_token.c
  *		Fencing tokens that only grow, across crash, restart, promotion of
  *		a standby, point-in-time recovery, dump and restore, pg_upgrade, and
  *		DROP / CREATE EXTENSION.
@@ -46,10 +46,10 @@
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 
+#include "base_keylock.h"
+#include "base_spi.h"
+#include "base_token.h"
 #include "dlock.h"
-#include "keylock.h"
-#include "spi_access.h"
-#include "token.h"
 
 /* how far below the clock a token may fall before the floor moves it up */
 #define DLOCK_TOKEN_SLACK_US	(10 * 1000)
