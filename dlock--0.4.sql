@@ -39,7 +39,7 @@ COMMENT ON SCHEMA dlock IS 'internal storage of the dlock extension; use the dlo
 -- One row per key.  A released key keeps its row (holder NULL), so churn
 -- on a fixed set of keys is a chain of HOT updates (hence fillfactor 50);
 -- rows of keys idle for longer than dlock.idle_key_lifetime are deleted by
--- sweeps (sweep.c).  Read and written only by lease_store.c, by column
+-- sweeps (maint_sweep.c).  Read and written only by lease_store.c, by column
 -- number: the column order is part of the format.
 -- A lease is the row of slot 0 with slots 1, read with one index probe; a
 -- counting semaphore has a row per holder (slots 1 to 1000), shared leases
@@ -167,7 +167,7 @@ REVOKE EXECUTE ON FUNCTION dlock_force_release(text) FROM PUBLIC;
 COMMENT ON FUNCTION dlock_force_release(text) IS
 'for operators: free the unexpired lease on key, whoever holds it';
 
--- deletes in transactions of dlock's background worker (worker.c, sweep.c)
+-- deletes in transactions of dlock's background worker (maint_worker.c, maint_sweep.c)
 CREATE FUNCTION dlock_cleanup(idle interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dlock_cleanup_sql'

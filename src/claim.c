@@ -58,7 +58,7 @@
 #include "claim.h"
 #include "claim_key.h"
 #include "claim_store.h"
-#include "sweep.h"
+#include "maint_sweep.h"
 
 /* one candidate row of a claim */
 typedef struct Candidate
@@ -197,7 +197,7 @@ mark_claimed(Candidate *c, int *order, int n, text **keys, int *attempts,
 
 /*
  * The claimable candidates whose claim row a sweep deleted after we read it
- * (its delete committed while our update waited for it: sweep.c) are idle
+ * (its delete committed while our update waited for it: maint_sweep.c) are idle
  * rows still: under their key locks, their claim rows are written anew.
  */
 static int

@@ -4,7 +4,7 @@
  *		What happens to claims after they are made: the dlock_claimed
  *		fence, giving claims back, heartbeats, operator resets and
  *		dlock_release_all.  The sweep of long-expired claim rows is in
- *		sweep.c.
+ *		maint_sweep.c.
  *
  * Lock order: functions that wait for key locks take them in key order
  * (and table order), a chunk at a time, so two of them cannot deadlock

@@ -324,7 +324,7 @@ dlock_claim_store_reclaim(Oid relid, text **keys, int n, text *holder, Oid role,
  * changing is skipped) and deletes them.  A claimer that decided on such
  * a row under its key lock meanwhile decided on an idle row, which it
  * still is once gone; its write waits for the sweep's end (sweeps commit
- * at once: sweep.c) and writes the claim row anew (claim.c).
+ * at once: maint_sweep.c) and writes the claim row anew (claim.c).
  *
  * Claims draw this now and then, so its cost must not grow with the
  * number of claim rows: it walks the tables that have claim rows (a

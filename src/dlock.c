@@ -8,7 +8,7 @@
  * Each part of dlock that keeps something in shared memory declares,
  * sizes and initialises it itself (the wait queue in wait.c, the counters
  * in base_stats.c, the claims' give-back count in claim_query.c, the abandoned
- * hand-over grants in abandon.c); the hooks here
+ * hand-over grants in wait_abandon.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
  * of being woken, and dlock_stats and dlock_waiters are empty; the first
@@ -25,13 +25,13 @@
 #include "storage/lwlock.h"
 #include "utils/guc.h"
 
-#include "abandon.h"
+#include "wait_abandon.h"
 #include "base_settings.h"
 #include "base_stats.h"
 #include "claim_query.h"
 #include "wait.h"
 #include "watch.h"
-#include "xact.h"
+#include "lease_xact.h"
 
 PG_MODULE_MAGIC;
 

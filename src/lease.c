@@ -7,7 +7,7 @@
  * One row per key.  A free key keeps its row (holder NULL) so that steady
  * churn on a fixed set of keys is a chain of HOT updates: only "key" is
  * indexed, and no update touches it.  Rows idle for longer than
- * dlock.idle_key_lifetime are deleted by the sweeps of sweep.c, which
+ * dlock.idle_key_lifetime are deleted by the sweeps of maint_sweep.c, which
  * grants also run now and then.
  *
  * Every read and write of dlock.lease goes through lease_store.c.
@@ -32,13 +32,13 @@
  *
  * Shared leases are rows of slots DLOCK_SLOTS_SHARED, taken as a
  * semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live shared rows
- * or a live lease, never both; the queue keeps their turns (acquire.c).
+ * or a live lease, never both; the queue keeps their turns (lease_acquire.c).
  *
  * Hand-over.  A release (or release_all, force_release) in a transaction
  * of its own that frees a key with a waiter at the head of its queue
  * grants the lease to that waiter in the same write, with a new token,
  * instead of freeing it: the hand-off then costs one commit, not a
- * release commit followed by the waiter's own (handover.c).  Leases only:
+ * release commit followed by the waiter's own (wait_handover.c).  Leases only:
  * a semaphore's freed slot goes to its head waiter when it is woken at
  * the release's commit.
  *
@@ -59,16 +59,16 @@
 #include "dlock.h"
 #include "base_keylock.h"
 #include "lease.h"
-#include "handover.h"
+#include "wait_handover.h"
 #include "lease_store.h"
 #include "base_spi.h"
 #include "base_stats.h"
 #include "base_store.h"
-#include "sweep.h"
+#include "maint_sweep.h"
 #include "base_token.h"
 #include "wait.h"
 #include "watch.h"
-#include "xact.h"
+#include "lease_xact.h"
 
 /* ---- decisions ---- */
 
@@ -194,7 +194,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		dlock_xact_note_key(&kl);
 	}
 	dlock_store_close(&s);
-	/* now and then, a grant sweeps idle keys (at its commit: sweep.c) */
+	/* now and then, a grant sweeps idle keys (at its commit: maint_sweep.c) */
 	if (res != DLOCK_ACQ_EXTENDED)
 		dlock_sweep_maybe();
 	return res;

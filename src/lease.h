@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * lease.h
- *		Leases: the decisions (lease.c) and acquiring with waits (acquire.c).
+ *		Leases: the decisions (lease.c) and acquiring with waits (lease_acquire.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -55,7 +55,7 @@ extern bool dlock_lease_validate(text *key, text *holder, int64 token);
 extern int64 dlock_lease_release_all(text *holder);
 extern bool dlock_lease_force_release(text *key);
 
-/* acquire.c: one attempt, or a wait in the key's queue */
+/* lease_acquire.c: one attempt, or a wait in the key's queue */
 extern bool dlock_acquire(text *key, text *holder, int64 ttl_us,
 						  int64 wait_us, int slots, int64 *token);
 extern void dlock_slots_mismatch(int key_slots, int asked);

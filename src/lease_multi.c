@@ -3,7 +3,7 @@
  * lease_multi.c
  *		dlock_acquire_all: several keys at once, all of them or none.
  *
- * Each key is taken by dlock_acquire (acquire.c), as one call would take
+ * Each key is taken by dlock_acquire (lease_acquire.c), as one call would take
  * it, so every lease is an ordinary lease afterwards and waits are the
  * ordinary FIFO waits.  What this file adds:
  *
@@ -16,9 +16,9 @@
  * All or none.  The acquires run in an internal subtransaction.  When a
  * key cannot be had before the deadline, or on an error (a cancel, a
  * timeout), the subtransaction rolls back: the grants already written
- * are undone and their key locks go at once, and xact.c wakes those
+ * are undone and their key locks go at once, and lease_xact.c wakes those
  * keys' waiters on the subtransaction's abort.  The key that was waited
- * for was left by its queue (acquire.c).  Nothing is left held or
+ * for was left by its queue (lease_acquire.c).  Nothing is left held or
  * queued.
  *
  * One deadline.  wait is the wait of the whole call: each key waits only

@@ -2,7 +2,7 @@
  *
  * lease_sql.c
  *		SQL-callable entry points for lease locks.  Each one checks and
- *		unpacks its arguments and calls the plain C code in acquire.c and
+ *		unpacks its arguments and calls the plain C code in lease_acquire.c and
  *		lease.c.
  *
  * None of these functions is STRICT: NULL means "not acquired" for
@@ -26,7 +26,7 @@
 #include "dlock.h"
 #include "lease.h"
 #include "base_stats.h"
-#include "worker.h"
+#include "maint_worker.h"
 
 /*
  * dlock_acquire(key text, holder text, ttl interval DEFAULT '30 seconds',
@@ -221,7 +221,7 @@ dlock_force_release_sql(PG_FUNCTION_ARGS)
  * live lease or claim nor a poisoned claim row; returns how many.  At most
  * DLOCK_CLEANUP_MAX_ROWS of each per call: call it again while it returns
  * more than zero.  The deletes are made and committed by dlock's
- * background worker (worker.c), not in the caller's transaction, which is
+ * background worker (maint_worker.c), not in the caller's transaction, which is
  * left holding nothing.  Acquires and claims do this now and then by
  * themselves.
  */

@@ -41,7 +41,7 @@
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 
-#include "abandon.h"
+#include "wait_abandon.h"
 #include "compat.h"
 #include "dlock.h"
 #include "base_keys.h"
@@ -193,7 +193,7 @@ fetch_stored(DlockStore *s, text *key, DlockLease *l)
 	read_row(s, l);
 }
 
-/* an abandoned hand-over grant (abandon.c) reads as a free key */
+/* an abandoned hand-over grant (wait_abandon.c) reads as a free key */
 static void
 unless_abandoned(DlockLease *l)
 {
@@ -207,7 +207,7 @@ unless_abandoned(DlockLease *l)
 
 /*
  * Read key's row as it is stored (fetch_stored), except that a hand-over
- * grant that its waiter abandoned (abandon.c) reads as a free key.
+ * grant that its waiter abandoned (wait_abandon.c) reads as a free key.
  */
 void
 dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l)
@@ -449,7 +449,7 @@ dlock_lease_store_holder_keys(text *holder, Oid owner, text *after,
  * expired long ago), which it still is once gone; its write waits for the
  * sweep's end and writes the key's row anew (dlock_lease_store_write).
  * The sweep is therefore run only in transactions that end at once
- * (sweep.c).
+ * (maint_sweep.c).
  */
 #define SWEEP_BLOCKS	32
 
@@ -509,7 +509,7 @@ dlock_lease_store_delete_idle(TimestampTz before, int limit, bool whole_table)
 
 /*
  * Delete the row of key if it still holds this grant (holder, role owner,
- * token): an abandoned hand-over grant (abandon.c), which every reader
+ * token): an abandoned hand-over grant (wait_abandon.c), which every reader
  * takes for a free key already; true if it did.  Like the sweeps, without
  * a key lock (no free key must look taken meanwhile): a writer that meets
  * the delete waits for it and writes the key's row anew.
@@ -537,7 +537,7 @@ dlock_lease_store_delete_grant(text *key, text *holder, Oid owner,
 /*
  * The unexpired leases, with the columns of the dlock_locks view, into
  * SPI_tuptable; returns how many.  Column 3 is the owning role.  Abandoned
- * hand-over grants (abandon.c) are left out: they read as free keys.
+ * hand-over grants (wait_abandon.c) are left out: they read as free keys.
  */
 uint64
 dlock_lease_store_read_live(void)

@@ -29,7 +29,7 @@
  *    fixed settings with search_path = pg_catalog (dlock_claim_io_begin);
  *    a key type's functions written by the caller run as the caller, as
  *    they would in the caller's own query;
- *  - transaction-end work (xact.c: wake-ups, the release's flush) runs in
+ *  - transaction-end work (lease_xact.c: wake-ups, the release's flush) runs in
  *    callbacks after the function has returned, where a SET clause would
  *    not apply anyway.
  *
@@ -58,9 +58,9 @@
 /*
  * dlock_acquire: reads and writes the key's row of dlock.lease directly
  * (lease.c, lease_store.c), draws the token with nextval_internal on the
- * sequence found by OID (base_token.c), waits in shared memory (acquire.c,
+ * sequence found by OID (base_token.c), waits in shared memory (lease_acquire.c,
  * wait.c).  One grant in 1024 also asks for a sweep of idle rows
- * (sweep.c), which runs as SQL at the pre-commit of the transaction, after
+ * (maint_sweep.c), which runs as SQL at the pre-commit of the transaction, after
  * the function has returned (when a pinned search_path would be gone
  * anyway), through base_spi.c, which pins its own settings.
  */
@@ -78,7 +78,7 @@ DLOCK_NO_SEARCH_PATH("dlock_acquire_shared(text, text, interval, interval)", dlo
 /*
  * dlock_release: reads and writes the key's row directly; a hand-over to
  * the head waiter draws a token as above and grants in the same write
- * (handover.c, wait.c).
+ * (wait_handover.c, wait.c).
  */
 DLOCK_NO_SEARCH_PATH("dlock_release(text, text, bigint)", dlock_release_sql)
 
@@ -108,7 +108,7 @@ DLOCK_NO_SEARCH_PATH("dlock_claimed(regclass, anyelement, text)", dlock_claimed_
 
 /*
  * dlock_acquire_all: sorts its keys in memory (memcmp, no collation) and
- * calls what dlock_acquire calls, key by key (acquire.c, lease.c), then
+ * calls what dlock_acquire calls, key by key (lease_acquire.c, lease.c), then
  * dlock_lease_renew's direct row update; the internal subtransaction
  * around them runs no SQL (lease_multi.c).
  */

@@ -11,16 +11,16 @@
  * finds it taken while the queue is not empty, so a new arrival never
  * jumps the queue.  The head is woken by setting its latch:
  *
- *  - when a transaction that wrote or validated the key ends (xact.c calls
+ *  - when a transaction that wrote or validated the key ends (lease_xact.c calls
  *    dlock_wait_wake_key after the transaction's locks are gone), so a
  *    release wakes the head when it commits, and a rolled-back release
  *    wakes it only to find the lease still held;
  *  - by the head that leaves the queue without the key (wait ran out,
  *    query cancelled), for the next one.
- *  - by COMMIT PREPARED and ROLLBACK PREPARED (xact.c), which wake the head
+ *  - by COMMIT PREPARED and ROLLBACK PREPARED (lease_xact.c), which wake the head
  *    of every queue in the database: the prepared transaction's keys are
  *    not known there;
- *  - by the rollback of a subtransaction that locked a key (xact.c).
+ *  - by the rollback of a subtransaction that locked a key (lease_xact.c).
  * A waiter also wakes by itself when the lease it waits on expires, and
  * at the latest every dlock.safety_wake (default one second) as a safety
  * net; the tests run with that set very long, so nothing depends on it.
@@ -31,7 +31,7 @@
  * woken waiter write a grant of its own: one commit per hand-off instead
  * of two.  The offer goes through the waiter's slot:
  *
- *	NONE ----(release offers: handover.c writes the grant)----> OFFERED
+ *	NONE ----(release offers: wait_handover.c writes the grant)----> OFFERED
  *	OFFERED --(the releaser's pre-commit: waiter still here)--> COMMITTING
  *	COMMITTING --(the releaser's commit)--> GRANTED (token, commit LSN)
  *	OFFERED / COMMITTING --(the releaser's abort)--> NONE
@@ -44,7 +44,7 @@
  * while the releaser writes its commit record (and waits for synchronous
  * standbys, if it does); a waiter whose wait runs out then waits for the
  * outcome, one that leaves on an error or its exit does not (see
- * dlock_wait_leave; abandon.c).
+ * dlock_wait_leave; wait_abandon.c).
  *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
@@ -70,9 +70,9 @@
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
 
-#include "abandon.h"
+#include "wait_abandon.h"
 #include "base_settings.h"
-#include "client.h"
+#include "wait_client.h"
 #include "compat.h"
 #include "dlock.h"
 #include "wait.h"
@@ -349,7 +349,7 @@ wait_event(void)
  * That takes a WAL flush, or as long as the releaser's commit waits for
  * synchronous standbys.  Interrupts are not taken here, but a cancel or
  * termination request pending ends the wait: the waiter then leaves, and
- * a grant that still commits is abandoned by the releaser (abandon.c).
+ * a grant that still commits is abandoned by the releaser (wait_abandon.c).
  */
 static void
 wait_for_commit_outcome(void)
@@ -373,7 +373,7 @@ wait_for_commit_outcome(void)
  * yet committing is withdrawn; one committing is waited for.  for_good: an
  * error or exit, no token will be returned: no wait (the error may be the
  * cancel of that wait; the releaser abandons a grant that commits after
- * the waiter left), and a committed grant is abandoned (abandon.c).
+ * the waiter left), and a committed grant is abandoned (wait_abandon.c).
  */
 bool
 dlock_wait_leave(DlockGrant *g, bool for_good)
@@ -560,7 +560,7 @@ dlock_wait_offer_end(const DlockOffer *o, bool committed, XLogRecPtr lsn)
  * set) rather than timed out.  Query cancel, statement_timeout and
  * termination end the sleep at once (their signal handlers set the
  * latch) and are raised here; so does the client closing its connection
- * (client.c): a waiter whose client is gone must not get the key.
+ * (wait_client.c): a waiter whose client is gone must not get the key.
  */
 bool
 dlock_wait_sleep(int64 timeout_us)

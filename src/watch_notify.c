@@ -402,7 +402,7 @@ watch_subxact_callback(SubXactEvent event, SubTransactionId subid,
 /*
  * Called from _PG_init, before the other parts of dlock register theirs:
  * PostgreSQL calls the callback registered last first, so this one runs
- * after the hand-over's pre-commit (handover.c).
+ * after the hand-over's pre-commit (wait_handover.c).
  */
 void
 dlock_watch_notify_init(void)

@@ -13,7 +13,7 @@
 #    its acquire committed, so that token is not compared with later ones);
 #  - a release committed in an explicit transaction block survives the crash;
 #    a release committed on its own (autocommit) may be lost (dlock commits
-#    such a transaction without waiting for its WAL flush, see src/xact.c),
+#    such a transaction without waiting for its WAL flush, see src/lease_xact.c),
 #    and then the lease is back with its releasing holder and the very same
 #    token, never with anybody else;
 #  - every token issued after the restart is greater than every token issued

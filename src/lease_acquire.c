@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * acquire.c
+ * lease_acquire.c
  *		dlock_acquire as a whole: one attempt, and with wait > 0, a place
  *		in the key's queue and sleeps until the key can be taken, a release
  *		grants it to this waiter, or the wait runs out.
@@ -12,14 +12,14 @@
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
-#include "abandon.h"
+#include "wait_abandon.h"
 #include "base_settings.h"
 #include "compat.h"
 #include "base_keylock.h"
 #include "lease.h"
 #include "base_stats.h"
 #include "wait.h"
-#include "xact.h"
+#include "lease_xact.h"
 
 /*
  * One attempt.  Waiters of the key asked for the same slots as this
@@ -73,7 +73,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 
 	/*
 	 * A release may grant the lease to this waiter in its own transaction
-	 * (handover.c) only when the acquire is its transaction as a whole: a
+	 * (wait_handover.c) only when the acquire is its transaction as a whole: a
 	 * grant committed by another backend cannot roll back with this one.
 	 * Semaphores take no grants: a freed slot wakes their head waiter.
 	 */

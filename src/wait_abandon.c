@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * abandon.c
+ * wait_abandon.c
  *		Hand-over grants that their waiter never took: the waiter's
  *		transaction rolled back, or its backend exited, or it stopped
  *		waiting while the grant was committing.
  *
- * A release that hands a key over to its head waiter (handover.c) commits
+ * A release that hands a key over to its head waiter (wait_handover.c) commits
  * the waiter's grant in the releaser's own transaction.  That grant is the
  * waiter's only if the waiter's transaction commits too: a waiter whose
  * statement fails after the acquire returned (a later error, a cancel,
@@ -19,15 +19,15 @@
  *    that the abandoned grant reads as a free key.  The key's head waiter
  *    is woken and takes it, with a new and greater token; without one,
  *    anyone may;
- *  - and for good soon after: a background worker (worker.c) deletes the
+ *  - and for good soon after: a background worker (maint_worker.c) deletes the
  *    row if it still holds that very grant (without a key lock, as sweeps
- *    do: sweep.c), and the entry goes.
+ *    do: maint_sweep.c), and the entry goes.
  *
  * Who abandons a grant: the waiter, when the transaction that received it
  * rolls back (this file keeps the grants a transaction received until it
  * ends), or when it leaves the queue with a committed grant because of an
- * error or its exit (acquire.c, wait.c); the releaser, when the waiter
- * left while the grant was committing (handover.c).
+ * error or its exit (lease_acquire.c, wait.c); the releaser, when the waiter
+ * left while the grant was committing (wait_handover.c).
  *
  * An entry lasts until the worker has dealt with its row, or until the
  * grant expires (the row then reads as expired anyway) and its place is
@@ -48,11 +48,11 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "abandon.h"
+#include "wait_abandon.h"
 #include "dlock.h"
 #include "base_keylock.h"
 #include "wait.h"
-#include "worker.h"
+#include "maint_worker.h"
 
 typedef struct AbandonedGrant
 {

@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * xact.h
+ * lease_xact.h
  *		What dlock does when a transaction ends: wake the waiters of the keys
  *		it wrote, and let a lone release commit without waiting for its
- *		flush (xact.c).
+ *		flush (lease_xact.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_XACT_H
-#define DLOCK_XACT_H
+#ifndef DLOCK_LEASE_XACT_H
+#define DLOCK_LEASE_XACT_H
 
 #include "base_keylock.h"
 
@@ -20,4 +20,4 @@ extern void dlock_release_async_end(void);
 
 extern void dlock_xact_init(void);
 
-#endif							/* DLOCK_XACT_H */
+#endif							/* DLOCK_LEASE_XACT_H */

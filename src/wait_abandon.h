@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * abandon.h
- *		Hand-over grants that their waiter never took (abandon.c).
+ * wait_abandon.h
+ *		Hand-over grants that their waiter never took (wait_abandon.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_ABANDON_H
-#define DLOCK_ABANDON_H
+#ifndef DLOCK_WAIT_ABANDON_H
+#define DLOCK_WAIT_ABANDON_H
 
 #include "datatype/timestamp.h"
 
@@ -34,4 +34,4 @@ extern void dlock_abandoned_done(const DlockAbandoned *a, bool done);
 extern void dlock_abandon_shmem_request(void);
 extern void dlock_abandon_shmem_startup(void);
 
-#endif							/* DLOCK_ABANDON_H */
+#endif							/* DLOCK_WAIT_ABANDON_H */

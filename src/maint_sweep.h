@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * sweep.h
+ * maint_sweep.h
  *		Deleting the rows of keys idle for longer than
- *		dlock.idle_key_lifetime (sweep.c).
+ *		dlock.idle_key_lifetime (maint_sweep.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_SWEEP_H
-#define DLOCK_SWEEP_H
+#ifndef DLOCK_MAINT_SWEEP_H
+#define DLOCK_MAINT_SWEEP_H
 
 #include "postgres.h"
 
@@ -23,4 +23,4 @@ extern int64 dlock_claim_sweep(int64 idle_us, int limit);
 extern bool dlock_lease_delete_abandoned(text *key, text *holder, Oid owner,
 										 int64 token);
 
-#endif							/* DLOCK_SWEEP_H */
+#endif							/* DLOCK_MAINT_SWEEP_H */

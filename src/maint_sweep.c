@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * sweep.c
+ * maint_sweep.c
  *		Deleting the rows of lease keys and of claims that have been free
  *		or expired for longer than dlock.idle_key_lifetime: the sweep that
  *		grants and claims run now and then, and dlock_cleanup()'s deletes.
@@ -23,10 +23,10 @@
  *    transaction (it would take part in its conflict detection), nor in a
  *    prepared one (it would hold its row locks until COMMIT PREPARED);
  *  - dlock_cleanup() has dlock's background worker do it, in transactions
- *    of the worker's own (worker.c).
+ *    of the worker's own (maint_worker.c).
  *
  * The worker deletes the rows of abandoned hand-over grants the same way
- * (abandon.c): they read as free keys already, and must not look taken
+ * (wait_abandon.c): they read as free keys already, and must not look taken
  * while the worker deletes them.
  *
  *-------------------------------------------------------------------------
@@ -44,7 +44,7 @@
 #include "base_spi.h"
 #include "claim_store.h"
 #include "lease_store.h"
-#include "sweep.h"
+#include "maint_sweep.h"
 
 /* this transaction drew the sweep of leases, of claims: at pre-commit */
 static bool sweep_pending = false;
@@ -88,7 +88,7 @@ dlock_claim_sweep(int64 idle_us, int limit)
 }
 
 /*
- * dlock's worker (abandon.c): delete the row of an abandoned hand-over
+ * dlock's worker (wait_abandon.c): delete the row of an abandoned hand-over
  * grant, if it still holds that grant; true if it did.
  */
 bool

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * handover.h
+ * wait_handover.h
  *		Freeing a lease, or handing it over to the head waiter of its key
- *		(handover.c).
+ *		(wait_handover.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_HANDOVER_H
-#define DLOCK_HANDOVER_H
+#ifndef DLOCK_WAIT_HANDOVER_H
+#define DLOCK_WAIT_HANDOVER_H
 
 #include "datatype/timestamp.h"
 
@@ -19,4 +19,4 @@ extern void dlock_lease_free_or_hand_over(DlockStore *s, text *key,
 										  TimestampTz now,
 										  const DlockKeyLock *kl);
 
-#endif							/* DLOCK_HANDOVER_H */
+#endif							/* DLOCK_WAIT_HANDOVER_H */

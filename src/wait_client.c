@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * client.c
+ * wait_client.c
  *		The backend's client connection: its socket, so that a waiting
  *		acquire notices a client that went away, and whether it is still
  *		there before a new token commits.
@@ -32,7 +32,7 @@
 #include "tcop/dest.h"
 #include "tcop/tcopprot.h"
 
-#include "client.h"
+#include "wait_client.h"
 
 /*
  * The client's socket, for a wait that is to end when it closes; or

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * worker.h
+ * maint_worker.h
  *		dlock's background worker: work that must not run in a caller's
- *		transaction (worker.c).
+ *		transaction (maint_worker.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_WORKER_H
-#define DLOCK_WORKER_H
+#ifndef DLOCK_MAINT_WORKER_H
+#define DLOCK_MAINT_WORKER_H
 
 #include "fmgr.h"
 
@@ -16,4 +16,4 @@ extern int64 dlock_worker_cleanup(int64 idle_us, int limit);
 
 extern PGDLLEXPORT void dlock_worker_main(Datum arg);
 
-#endif							/* DLOCK_WORKER_H */
+#endif							/* DLOCK_MAINT_WORKER_H */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * worker.c
+ * maint_worker.c
  *		dlock's background worker: work on dlock's tables that must not be
  *		part of a caller's transaction, each piece in a short transaction of
  *		its own.
@@ -9,16 +9,16 @@
  * exiting when its work is done (nothing runs while there is nothing to
  * do).  Its tasks:
  *
- *  - undo: delete the rows of abandoned hand-over grants (abandon.c).  The
+ *  - undo: delete the rows of abandoned hand-over grants (wait_abandon.c).  The
  *    backend that abandons a grant cannot write any more (its transaction
  *    is aborting, or the backend exiting), so it starts a worker and goes
  *    on; the worker deletes the row of every abandoned grant of its
  *    database that still holds it, one transaction each, without key locks
- *    (sweep.c): the key reads as free all along.
+ *    (maint_sweep.c): the key reads as free all along.
  *  - cleanup: dlock_cleanup() deletes idle lease and claim rows through a
  *    worker and waits for it (request and answer in a dynamic shared
  *    memory segment).  Its deletes keep writers of those keys waiting
- *    until they commit (sweep.c), so they are committed at once, whatever
+ *    until they commit (maint_sweep.c), so they are committed at once, whatever
  *    the calling transaction does next; like VACUUM's, they are not part
  *    of the caller's transaction.
  *
@@ -44,9 +44,9 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-#include "abandon.h"
-#include "sweep.h"
-#include "worker.h"
+#include "wait_abandon.h"
+#include "maint_sweep.h"
+#include "maint_worker.h"
 
 typedef enum DlockWorkerTask
 {

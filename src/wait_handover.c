@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * handover.c
+ * wait_handover.c
  *		A release that frees a key with a waiter at the head of its queue
  *		grants the lease to that waiter in its own transaction.
  *
@@ -16,7 +16,7 @@
  * frees the key instead; at commit the waiter is told its token, at abort
  * that nothing came of it.  A grant whose waiter left while it committed,
  * or whose waiter's own transaction then does not commit, is abandoned
- * (abandon.c): it reads as a free key from then on.
+ * (wait_abandon.c): it reads as a free key from then on.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,15 +28,15 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "abandon.h"
+#include "wait_abandon.h"
 #include "dlock.h"
-#include "handover.h"
+#include "wait_handover.h"
 #include "base_keylock.h"
 #include "lease_store.h"
 #include "base_token.h"
 #include "wait.h"
 #include "watch.h"
-#include "xact.h"
+#include "lease_xact.h"
 
 /* one offer made by this transaction */
 typedef struct PendingOffer
@@ -89,7 +89,7 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 	 * the outcome at this transaction's end, which a transaction block could
 	 * put off indefinitely or make a PREPARE.  Only a lease: a semaphore's
 	 * (or shared lease's) freed slot goes to its head waiter, woken at this
-	 * commit (xact.c).
+	 * commit (lease_xact.c).
 	 */
 	if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))
 	{
@@ -144,7 +144,7 @@ settle_offers(void)
  * At commit or abort: tell the waiter.  A grant that committed while its
  * waiter stopped waiting (cancelled while this transaction wrote its
  * commit record or waited for synchronous standbys) has no taker: it is
- * abandoned, and reads as a free key from now on (abandon.c).
+ * abandoned, and reads as a free key from now on (wait_abandon.c).
  */
 static void
 end_offer(PendingOffer *p, bool committed)

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * xact.c
+ * lease_xact.c
  *		What dlock does when a transaction ends: wake the waiters of the
  *		keys it touched, and let a transaction that only released leases
  *		commit without waiting for its WAL flush.
@@ -44,11 +44,11 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
-#include "client.h"
+#include "wait_client.h"
 #include "dlock.h"
 #include "base_keylock.h"
 #include "wait.h"
-#include "xact.h"
+#include "lease_xact.h"
 
 /*
  * keys this transaction locked for writing: their waiters wake at its end.
@@ -163,7 +163,7 @@ dlock_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			/* a token for a client that is gone: roll back (client.c) */
+			/* a token for a client that is gone: roll back (wait_client.c) */
 			if (new_token)
 			{
 				new_token = false;
