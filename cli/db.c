@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -443,4 +444,26 @@ interval_text(long long ms, char *buf, size_t len)
 {
 	snprintf(buf, len, "%lld milliseconds", ms);
 	return buf;
+}
+
+/* milliseconds of the monotonic clock: deadlines of calls and waits */
+long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The message and exit code of a failed call. */
+int
+db_failure(Db *db, DbResult rc)
+{
+	print_lines(stderr, db->error[0] ? db->error : "no answer from the database");
+	if (rc == DB_NOT_INSTALLED)
+		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");
+	if (rc == DB_ERROR && strncmp(db->sqlstate, "22", 2) == 0)
+		return EXIT_USAGE;
+	return EXIT_UNAVAIL;
 }

@@ -1,11 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * dlock.c
- *		The dlock command line: main, the usage, the script commands
+ *		The dlock command line: main, the script commands
  *		(acquire, renew, release, status, list, force-release) and their
  *		output.  Arguments are read in args.c, leases acquired in
  *		acquire.c, signals caught in signals.c, `dlock run` is in run.c,
- *		database access in db.c.
+ *		`dlock watch` in watch.c, database access in db.c, the usage and
+ *		JSON strings in text.c.
  *
  * status and list read the dlock_locks view, which shows a role only the
  * leases of roles whose privileges it has (superusers and members of
@@ -22,106 +23,6 @@
 #include <unistd.h>
 
 #include "dlock_cli.h"
-
-static const char *usage_text =
-"dlock - run commands under PostgreSQL lease locks (the dlock extension)\n"
-"\n"
-"Usage:\n"
-"  dlock run KEY [options] -- CMD [ARGS...]   run CMD while holding KEY\n"
-"  dlock acquire KEY [options]                 acquire KEY, print its token\n"
-"  dlock renew KEY --holder NAME [options]     extend a held lease\n"
-"  dlock release KEY --holder NAME [--token N] give a lease back\n"
-"  dlock status KEY                            who holds KEY\n"
-"  dlock list                                  the leases of this database role\n"
-"  dlock force-release KEY                     free KEY whoever holds it (operators)\n"
-"  dlock watch KEY [--json] [--count N]        print each change of KEY as it commits\n"
-"Options go before or after the command (not after \"--\").\n"
-"\n"
-"Options:\n"
-"  -d, --dbname CONNINFO  database name, conninfo string or URI (default: PGHOST,\n"
-"                         PGPORT, PGDATABASE, PGUSER, PGPASSWORD, .pgpass,\n"
-"                         PGSERVICE, as libpq does)\n"
-"  --ttl DURATION         run, acquire, renew: lease length, 1ms to 30d\n"
-"                         (default 30s; renew: the lease's own)\n"
-"  --wait DURATION        run, acquire: how long to wait for the key, 0 to 1d\n"
-"                         (default 0: do not wait)\n"
-"  --holder NAME          holder name, 1 to 256 bytes (run, acquire: default\n"
-"                         HOSTNAME:PID; renew, release: required)\n"
-"  --token N              renew, release: the token of the grant\n"
-"  --grace DURATION       run: time between SIGTERM and SIGKILL of CMD, 0 to 1d\n"
-"                         (default 10s)\n"
-"  --slots N              run, acquire: one of N holders of a counting\n"
-"                         semaphore, 1 to 1000 (every holder names the same N)\n"
-"  --shared               run, acquire: a shared lease (any number of shared\n"
-"                         holders, or one holder of the lease)\n"
-"  --json                 print JSON\n"
-"  -h, --help             this help\n"
-"  -V, --version          dlock's version\n"
-"\n"
-"Durations: 500ms, 30s, 2m, 1h, 1d, or a number of seconds.\n"
-"Exit codes: 0 success (run: CMD's status, 128+N if signal N killed it),\n"
-"  64 usage error, 69 database unreachable or dlock not installed,\n"
-"  70 lease lost (or not held), 75 not acquired within --wait,\n"
-"  77 status: no lease visible, but the caller cannot see every role's.\n"
-"SIGINT, SIGTERM or SIGHUP while acquiring: the wait is cancelled, nothing\n"
-"  stays held or queued, and dlock dies by the signal.\n";
-
-static const char *run_usage_text =
-"Usage: dlock run KEY [--ttl 30s] [--wait 0] [--holder NAME] [--grace 10s]\n"
-"                 [--slots N | --shared] [-d CONNINFO] -- CMD [ARGS...]\n"
-"\n"
-"Acquires KEY (waiting up to --wait), runs CMD with DLOCK_KEY, DLOCK_HOLDER and\n"
-"DLOCK_TOKEN in its environment, and renews the lease every ttl/3.  If the\n"
-"lease is lost (a renewal fails, or the database stays unreachable until the\n"
-"lease would lapse), CMD gets SIGTERM, then SIGKILL after --grace, and dlock\n"
-"exits 70.  When CMD ends, dlock releases the lease and exits with CMD's\n"
-"status.  SIGINT, SIGTERM and SIGHUP are passed on to CMD; before CMD starts\n"
-"they cancel the acquire (nothing stays held or queued) and end dlock.\n"
-"Exit codes: CMD's status, 64 usage, 69 database unreachable, 70 lease lost,\n"
-"75 not acquired within --wait.\n";
-
-void
-print_usage(FILE *f, bool run)
-{
-	fputs(run ? run_usage_text : usage_text, f);
-}
-
-long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void
-json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++)
-	{
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char) *s < 0x20)
-			printf("\\u%04x", *s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
-}
-
-/* The message and exit code of a failed call. */
-int
-db_failure(Db *db, DbResult rc)
-{
-	print_lines(stderr, db->error[0] ? db->error : "no answer from the database");
-	if (rc == DB_NOT_INSTALLED)
-		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");
-	if (rc == DB_ERROR && strncmp(db->sqlstate, "22", 2) == 0)
-		return EXIT_USAGE;
-	return EXIT_UNAVAIL;
-}
 
 static int
 cmd_acquire(const Options *o)

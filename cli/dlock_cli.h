@@ -88,6 +88,8 @@ extern DbResult db_rows(Db *db, const char *sql, int nparams,
 						const char *const *params, PGresult **res);
 extern char *interval_text(long long ms, char *buf, size_t len);
 extern void print_lines(FILE *f, const char *text);
+extern long long now_ms(void);
+extern int	db_failure(Db *db, DbResult rc);
 
 /* args.c */
 extern void parse_args(int argc, char **argv, Options *o);
@@ -111,10 +113,8 @@ extern int	cmd_run(const Options *o, char **argv);
 /* watch.c (issue 26) */
 extern int	cmd_watch(int argc, char **argv);
 
-/* dlock.c */
-extern long long now_ms(void);
-extern void json_string(const char *s);
+/* text.c */
 extern void print_usage(FILE *f, bool run);
-extern int	db_failure(Db *db, DbResult rc);
+extern void json_string(const char *s);
 
 #endif							/* DLOCK_CLI_H */

@@ -186,7 +186,7 @@ slots-no-fifo@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, tt
 slots-lease-reads-slot0-only@src/lease_read.c@\tif (!target->found || target->slots != 1)@\tif (!target->found)@regress:lease_slots
 shared-writer-starved@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
 shared-upgrade@src/lease_read.c@\tif (live > 0 && key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (false)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
-shared-and-lease-do-not-mix@src/dlock.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
+shared-and-lease-do-not-mix@src/base_limits.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
 shared-readers-exclude@src/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
 shared-over-lease@src/lease_read.c@\tif (slots == DLOCK_SLOTS_SHARED)\n\t\treturn DLOCK_KEY_FULL;@\tif (slots == DLOCK_SLOTS_SHARED)\n\t{\n\t\ttarget->slot = 1;\n\t\ttarget->found = false;\n\t\ttarget->slots = slots;\n\t\treturn DLOCK_KEY_FREE;\n\t}@regress:lease_shared
 cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args

@@ -18,7 +18,7 @@
 
 #include "base_args.h"
 #include "compat.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /*
  * fn (its name, for the message) writes: not on a standby, not in a

@@ -35,7 +35,7 @@
 #include "utils/syscache.h"
 
 #include "base_spi.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /* owner of dlock's internal schema */
 Oid

@@ -27,7 +27,7 @@
 
 #include "base_store.h"
 #include "compat.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /*
  * Open table dlock.<name> and its primary key index with the locks an

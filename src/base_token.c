@@ -49,7 +49,7 @@
 #include "base_keylock.h"
 #include "base_spi.h"
 #include "base_token.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /* how far below the clock a token may fall before the floor moves it up */
 #define DLOCK_TOKEN_SLACK_US	(10 * 1000)

@@ -35,7 +35,7 @@
 #include "claim_key.h"
 #include "claim_query.h"
 #include "claim_store.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /* whether type is, or contains, the type part (domains, arrays, rows, ranges) */
 static bool

@@ -33,7 +33,7 @@
 #include "claim_key.h"
 #include "claim_manage.h"
 #include "claim_unheld.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /*
  * The table argument.  fn, when given, is a function of the table's claim

@@ -49,7 +49,7 @@
 #include "base_store.h"
 #include "claim_store.h"
 #include "compat.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /* columns of dlock.claim, as dlock--0.1.sql creates it and 0.4 extends it */
 enum

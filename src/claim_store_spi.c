@@ -25,7 +25,7 @@
 #include "base_keys.h"
 #include "base_spi.h"
 #include "claim_store.h"
-#include "dlock.h"
+#include "base_limits.h"
 
 /*
  * Run plan, a read of keys (column 1, and their tables in column 2 if

@@ -56,7 +56,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "base_keylock.h"
 #include "lease.h"
 #include "wait_handover.h"

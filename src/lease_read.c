@@ -20,7 +20,7 @@
 #include "access/transam.h"
 #include "utils/timestamp.h"
 
-#include "dlock.h"
+#include "base_limits.h"
 #include "lease.h"
 #include "lease_store.h"
 

@@ -23,7 +23,7 @@
 #include "base_args.h"
 #include "base_settings.h"
 #include "claim_manage.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "lease.h"
 #include "base_stats.h"
 #include "maint_worker.h"

@@ -43,7 +43,7 @@
 
 #include "wait_abandon.h"
 #include "compat.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "base_keys.h"
 #include "lease_store.h"
 #include "base_spi.h"

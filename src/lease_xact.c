@@ -45,7 +45,7 @@
 #include "utils/resowner.h"
 
 #include "wait_client.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "base_keylock.h"
 #include "wait.h"
 #include "lease_xact.h"

@@ -74,7 +74,7 @@
 #include "base_settings.h"
 #include "wait_client.h"
 #include "compat.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "wait.h"
 
 /* one waiting backend */

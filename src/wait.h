@@ -11,7 +11,7 @@
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 
-#include "dlock.h"
+#include "base_limits.h"
 
 /* one row of dlock_waiters: a copy of a waiting backend's slot */
 typedef struct DlockWaiter

@@ -49,7 +49,7 @@
 #include "utils/timestamp.h"
 
 #include "wait_abandon.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "base_keylock.h"
 #include "wait.h"
 #include "maint_worker.h"

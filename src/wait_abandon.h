@@ -10,7 +10,7 @@
 
 #include "datatype/timestamp.h"
 
-#include "dlock.h"
+#include "base_limits.h"
 
 /* one abandoned grant, as the worker that frees it reads it */
 typedef struct DlockAbandoned

@@ -29,7 +29,7 @@
 #include "utils/timestamp.h"
 
 #include "wait_abandon.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "wait_handover.h"
 #include "base_keylock.h"
 #include "lease_store.h"

@@ -40,7 +40,7 @@
 
 #include "base_keylock.h"
 #include "compat.h"
-#include "dlock.h"
+#include "base_limits.h"
 #include "watch.h"
 
 /* one (session, key) */

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * dlock.h
- *		The limits and the schema name of dlock (its settings are in
+ * base_limits.h
+ *		The limits of dlock, the rules of slots, and its schema name (its settings are in
  *		base_settings.h).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef DLOCK_H
-#define DLOCK_H
+#ifndef DLOCK_BASE_LIMITS_H
+#define DLOCK_BASE_LIMITS_H
 
 #include "datatype/timestamp.h"
 
@@ -46,4 +46,4 @@ dlock_slots_compatible(int a, int b)
 /* Name of dlock's internal schema; every internal query names it. */
 #define DLOCK_SCHEMA			"dlock"
 
-#endif							/* DLOCK_H */
+#endif							/* DLOCK_BASE_LIMITS_H */
