@@ -227,7 +227,7 @@ COMMENT ON FUNCTION dlock_claim_rows_support(internal) IS
 -- No pinned search_path, on purpose: filter and order_by are the caller's
 -- SQL and resolve names as the caller's own queries do.  dlock's internal
 -- queries pin search_path = pg_catalog, pg_temp for themselves
--- (spi_access.c), and the parts of the claim query dlock writes name the
+-- (base_spi.c), and the parts of the claim query dlock writes name the
 -- table, its operators and dlock's functions with their schemas
 -- (claim_query.c).
 CREATE FUNCTION dlock_claim(rowtype anyelement, holder text, n integer,
@@ -457,7 +457,7 @@ CREATE VIEW dlock_waiters AS SELECT * FROM dlock_waiters();
 GRANT SELECT ON dlock_waiters TO PUBLIC;
 COMMENT ON VIEW dlock_waiters IS 'backends waiting in dlock_acquire; queue_position 1 is next in line';
 
--- the counters live in shared memory (stats.c)
+-- the counters live in shared memory (base_stats.c)
 CREATE FUNCTION dlock_stats(OUT acquired bigint, OUT extended bigint,
                             OUT contended bigint, OUT waits bigint,
                             OUT wait_time_us bigint, OUT wait_timeouts bigint,
