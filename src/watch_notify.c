@@ -134,7 +134,8 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 /*
  * A new grant of key (to holder, as owner, with token until expires_at).
  * old is the row it replaced: a lease still held there had run out, and
- * its expiry is reported first (a takeover).  handover: a release granted
+ * its expiry is reported first (a takeover); a hand-over grant abandoned
+ * there, that dlock's worker has not freed yet, is reported released.  handover: a release granted
  * it to its head waiter.
  */
 void
@@ -148,6 +149,10 @@ dlock_watch_granted(text *key, const DlockLease *old, text *holder, Oid owner,
 		dlock_watch_expired(key, old);
 		cause = DLOCK_CAUSE_TAKEOVER;
 	}
+	/* a hand-over grant abandoned by its waiter, not freed yet: freed now */
+	if (old != NULL && old->abandoned_by != NULL)
+		dlock_watch_abandoned(key, old->abandoned_by, old->abandoned_owner,
+							  old->token, old->expires_at);
 	record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token, expires_at);
 }
 

@@ -12,7 +12,7 @@
 #    reported slot over does not send its expiry again;
 #  - a hand-over grant its waiter abandoned (its transaction rolled back):
 #    the watchers were told "granted", and are told "released" when dlock's
-#    worker frees it.
+#    worker frees it, or when the next waiter takes the key first.
 #
 # The cluster runs with dlock.safety_wake = 1 hour: the worker must be
 # woken by what happens, not by its timer.  No test asserts a time.
@@ -194,6 +194,44 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 		'and its row is gone');
 	ok(quiet_for($w, 2), 'and nothing else');
 	$waiter->quit;
+	watch_stop($w);
+}
+
+# ---- the same, with a waiter behind it that takes the key first ----
+{
+	my $w = watch_start('ws:ab2');
+	my $ta = sql("SELECT dlock_acquire('ws:ab2', 'a', '1 hour')");
+	my $b = $node->background_psql('postgres', on_error_stop => 0);
+	$b->query_until(qr/waiting/,
+		"\\echo waiting\nSELECT dlock_acquire('ws:ab2', 'b', '1 hour', '90 s') / 0;\n");
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'ws:ab2'")
+	  or die 'b never waited';
+	my $c = $node->background_psql('postgres');
+	$c->query_until(qr/waiting/,
+		"\\echo waiting\nSELECT 'token=' || dlock_acquire('ws:ab2', 'c', '1 hour', '90 s');\n");
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM dlock_waiters WHERE key = 'ws:ab2'")
+	  or die 'c never waited';
+	sql("SELECT dlock_release('ws:ab2', 'a', $ta)");
+	my $out = $c->query_safe("SELECT 'got it'");
+	my ($tc) = $out =~ /token=(\d+)/;
+	$tc //= 'none';
+	my @e = events($w, 5, 'the hand-over, its abandonment and the next grant');
+	my $tb = $e[2]{token} // 'none';
+	is_deeply(
+		[ map { brief($_) } @e[ 0 .. 3 ] ],
+		[
+			"granted/acquire/a/$ta", "released/-/a/$ta",
+			"granted/handover/b/$tb", "released/-/b/$tb"
+		],
+		'an abandoned hand-over grant is notified as released when the next waiter takes the key');
+	is(join('/', $e[4]{event} // '-', $e[4]{holder} // '-', $e[4]{token} // '-'),
+		"granted/c/$tc", 'then the next waiter\'s grant');
+	ok(quiet_for($w, 2), 'and nothing else');
+	$b->quit;
+	$c->quit;
+	sql("SELECT dlock_release('ws:ab2', 'c')");
 	watch_stop($w);
 }
 
