@@ -4,7 +4,8 @@
 -- dlock_watch itself, one per session), watches and unwatches that take
 -- effect at commit and go with a rollback, PREPARE refused, and
 -- dlock_leader showing a role only the leases of roles whose privileges it
--- has (superusers and pg_read_all_stats: all).  The notifications
+-- has (superusers and pg_read_all_stats: all), and for a semaphore or
+-- shared leases the live holder in the lowest slot.  The notifications
 -- themselves are in t/095_watch.pl (their payloads hold tokens and times);
 -- this session never changes a key it watches.
 --
@@ -110,6 +111,18 @@ SET ROLE regress_dlock_wla;
 SELECT dlock_release('wa:leader', 'node-a') AS released;
 RESET ROLE;
 SELECT count(*) AS released_key FROM dlock_leader('wa:leader');
+
+-- a semaphore's or shared leases' key: its live holder in the lowest slot
+SELECT dlock_acquire('wa:sem', 'sem-0', '1 hour', '0', 3) IS NOT NULL AS got_slot_0,
+       dlock_acquire('wa:sem', 'sem-1', '1 hour', '0', 3) IS NOT NULL AS got_slot_1;
+SELECT holder AS semaphore_leader FROM dlock_leader('wa:sem');
+SELECT dlock_release('wa:sem', 'sem-0') AS released_slot_0;
+SELECT holder AS slot_1_leads_now FROM dlock_leader('wa:sem');
+SELECT dlock_acquire_shared('wa:shared', 'sh-0', '10 ms') IS NOT NULL AS got_sh_0,
+       dlock_acquire_shared('wa:shared', 'sh-1', '1 hour') IS NOT NULL AS got_sh_1;
+SELECT pg_sleep(0.05);
+SELECT holder AS live_shared_leads FROM dlock_leader('wa:shared');
+SELECT dlock_force_release('wa:sem') AS freed_sem, dlock_force_release('wa:shared') AS freed_shared;
 
 DROP ROLE regress_dlock_wla, regress_dlock_wlb, regress_dlock_wlmember,
           regress_dlock_wlmon;

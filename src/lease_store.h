@@ -30,6 +30,9 @@ typedef struct DlockLease
 	TransactionId changing;		/* another transaction in progress that
 								 * updated that version (a bulk release: see
 								 * lease.c), or InvalidTransactionId */
+	text	   *abandoned_by;	/* an abandoned hand-over grant (reads as
+								 * free): its holder, else NULL */
+	Oid			abandoned_owner;	/* and its role */
 } DlockLease;
 
 /* the lease in *l is unexpired at now */

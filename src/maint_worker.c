@@ -14,7 +14,8 @@
  *    is aborting, or the backend exiting), so it starts a worker and goes
  *    on; the worker deletes the row of every abandoned grant of its
  *    database that still holds it, one transaction each, without key locks
- *    (maint_sweep.c): the key reads as free all along.
+ *    (maint_sweep.c): the key reads as free all along.  Each deletion is a
+ *    release to the key's watchers (watch_notify.c).
  *  - cleanup: dlock_cleanup() deletes idle lease and claim rows through a
  *    worker and waits for it (request and answer in a dynamic shared
  *    memory segment).  Its deletes keep writers of those keys waiting
@@ -44,9 +45,10 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-#include "wait_abandon.h"
 #include "maint_sweep.h"
 #include "maint_worker.h"
+#include "wait_abandon.h"
+#include "watch.h"
 
 typedef enum DlockWorkerTask
 {
@@ -185,10 +187,13 @@ end_work(void)
 static void
 undo_one(const DlockAbandoned *a)
 {
+	text	   *key = cstring_to_text(a->key);
+	text	   *holder = cstring_to_text(a->holder);
+
 	begin_work("dlock: deleting the row of an abandoned grant");
-	(void) dlock_lease_delete_abandoned(cstring_to_text(a->key),
-										cstring_to_text(a->holder), a->owner,
-										a->token);
+	/* its watchers were told of the grant: now of the free key */
+	if (dlock_lease_delete_abandoned(key, holder, a->owner, a->token))
+		dlock_watch_abandoned(key, holder, a->owner, a->token, a->expires_at);
 	end_work();
 }
 

@@ -21,7 +21,9 @@
  *    anyone may;
  *  - and for good soon after: a background worker (maint_worker.c) deletes the
  *    row if it still holds that very grant (without a key lock, as sweeps
- *    do: maint_sweep.c), and the entry goes.
+ *    do: maint_sweep.c), and the entry goes.  The key's watchers, told of the
+ *    grant at the release's commit, are told of its release at the
+ *    worker's (watch_notify.c).
  *
  * Who abandons a grant: the waiter, when the transaction that received it
  * rolls back (this file keeps the grants a transaction received until it
@@ -189,6 +191,7 @@ dlock_abandoned_take(DlockAbandoned *a)
 			a->slot = i;
 			a->owner = s->owner;
 			a->token = s->token;
+			a->expires_at = s->expires_at;
 			strlcpy(a->key, s->key, sizeof(a->key));
 			strlcpy(a->holder, s->holder, sizeof(a->holder));
 			found = true;

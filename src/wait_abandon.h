@@ -18,6 +18,7 @@ typedef struct DlockAbandoned
 	int			slot;			/* its place in the list */
 	Oid			owner;
 	int64		token;
+	TimestampTz expires_at;
 	char		key[DLOCK_MAX_KEY_BYTES + 1];
 	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockAbandoned;

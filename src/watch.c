@@ -11,8 +11,9 @@
  * who knows a name can listen on it, or send on it.  A random name known
  * only to its session keeps both out; dlock never sends on a shared or
  * guessable channel.  One entry per (session, key) holds the key, the
- * channel, the role that called dlock_watch, and the token of the last
- * expiry sent to it (so that an expiry goes out once per entry).
+ * channel, the role that called dlock_watch, and the time up to which the
+ * expiries of its key's holders were sent to it (so that an expiry goes
+ * out once per entry, whichever holder of a semaphore it was).
  *
  * Transactions.  dlock_watch puts its entry in at once, so that a change
  * committing from then on finds it, and takes it out again if its
@@ -37,6 +38,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "base_keylock.h"
 #include "compat.h"
@@ -53,7 +55,7 @@ typedef struct WatchEntry
 	int			pid;
 	Oid			role;			/* the role that called dlock_watch */
 	uint64		hash;			/* the key's lock hash (base_keylock.c) */
-	pg_atomic_uint64 expired_token; /* the last token whose expiry was sent */
+	pg_atomic_uint64 expired_through;	/* expiries up to this time are sent */
 	char		channel[NAMEDATALEN];
 	int			keylen;
 	char		key[DLOCK_MAX_KEY_BYTES];
@@ -253,12 +255,12 @@ dlock_watch_ops_prepare(void)
 /* ---- dlock_watch and dlock_unwatch ---- */
 
 /*
- * Watch key from this session: put its entry in (expired_token: the
- * token of an expiry that happened before, not to be sent).  False when
+ * Watch key from this session: put its entry in (expired_through: leases
+ * that ran out up to then are no news to it).  False when
  * the session watches it already.  A registry that is full is an error.
  */
 bool
-dlock_watch_add(text *key, int64 expired_token)
+dlock_watch_add(text *key, TimestampTz expired_through)
 {
 	const char *k = VARDATA_ANY(key);
 	int			len = VARSIZE_ANY_EXHDR(key);
@@ -304,7 +306,8 @@ dlock_watch_add(text *key, int64 expired_token)
 		e->pid = MyProcPid;
 		e->role = GetUserId();
 		e->hash = hash;
-		pg_atomic_write_u64(&e->expired_token, (uint64) Max(expired_token, 0));
+		pg_atomic_write_u64(&e->expired_through,
+							(uint64) Max(expired_through, 0));
 		memcpy(e->channel, channel, NAMEDATALEN);
 		e->keylen = len;
 		memcpy(e->key, k, len);
@@ -407,12 +410,15 @@ dlock_watch_find(Oid dboid, const char *key, int len, DlockWatcher **out)
 }
 
 /*
- * Claim the expiry of token for watcher w: true (with the token claimed
- * before in *previous) unless that expiry, or a later one, was claimed
- * already, or the entry is gone.
+ * The expiry worker read watcher w's key, every holder of it, at time
+ * through: from now on, leases of the key that ran out up to then are no
+ * news to w (the worker sends them in this transaction).  True, with the
+ * time claimed before in *previous, if that moved the mark forward; false
+ * if it was there already, or the entry is gone.
  */
 bool
-dlock_watch_claim_expiry(const DlockWatcher *w, int64 token, int64 *previous)
+dlock_watch_claim_expiry(const DlockWatcher *w, TimestampTz through,
+						 int64 *previous)
 {
 	WatchEntry *e = &entries[w->index];
 	bool		claimed = false;
@@ -420,32 +426,50 @@ dlock_watch_claim_expiry(const DlockWatcher *w, int64 token, int64 *previous)
 	LWLockAcquire(reg->lock, LW_SHARED);
 	if (e->in_use && e->generation == w->generation)
 	{
-		uint64		cur = pg_atomic_read_u64(&e->expired_token);
+		uint64		cur = pg_atomic_read_u64(&e->expired_through);
 
-		while (cur < (uint64) token && !claimed)
-			claimed = pg_atomic_compare_exchange_u64(&e->expired_token, &cur,
-													 (uint64) token);
+		while (cur < (uint64) through && !claimed)
+			claimed = pg_atomic_compare_exchange_u64(&e->expired_through, &cur,
+													 (uint64) through);
 		*previous = (int64) cur;
 	}
 	LWLockRelease(reg->lock);
 	return claimed;
 }
 
-/* Give a claim back: the transaction that sent the expiry rolled back. */
+/* Give a claim back: the transaction that made it rolled back. */
 void
-dlock_watch_unclaim_expiry(const DlockWatcher *w, int64 token, int64 previous)
+dlock_watch_unclaim_expiry(const DlockWatcher *w, TimestampTz through,
+						   int64 previous)
 {
 	WatchEntry *e = &entries[w->index];
 
 	LWLockAcquire(reg->lock, LW_SHARED);
 	if (e->in_use && e->generation == w->generation)
 	{
-		uint64		cur = (uint64) token;
+		uint64		cur = (uint64) through;
 
-		(void) pg_atomic_compare_exchange_u64(&e->expired_token, &cur,
+		(void) pg_atomic_compare_exchange_u64(&e->expired_through, &cur,
 											  (uint64) previous);
 	}
 	LWLockRelease(reg->lock);
+}
+
+/*
+ * Watcher w's mark: a lease of its key that ran out up to then was sent to
+ * it, or was no news (before the watch).  A gone entry: the latest time.
+ */
+TimestampTz
+dlock_watch_expired_through(const DlockWatcher *w)
+{
+	WatchEntry *e = &entries[w->index];
+	TimestampTz t = DT_NOEND;
+
+	LWLockAcquire(reg->lock, LW_SHARED);
+	if (e->in_use && e->generation == w->generation)
+		t = (TimestampTz) pg_atomic_read_u64(&e->expired_through);
+	LWLockRelease(reg->lock);
+	return t;
 }
 
 /* The distinct keys watched in database dboid (for its worker). */
@@ -544,7 +568,7 @@ dlock_watch_shmem_startup(void)
 	{
 		memset(entries, 0, entries_size());
 		for (int i = 0; i < dlock_max_watches; i++)
-			pg_atomic_init_u64(&entries[i].expired_token, 0);
+			pg_atomic_init_u64(&entries[i].expired_through, 0);
 		reg->lock = &(GetNamedLWLockTranche(DLOCK_WATCH_TRANCHE))->lock;
 		pg_atomic_init_u32(&reg->nentries, 0);
 		reg->next_generation = 0;

@@ -46,7 +46,7 @@ typedef struct DlockWatcher
 /* ---- watch.c: the registry ---- */
 extern int	dlock_max_watches;
 extern bool dlock_watch_available(void);
-extern bool dlock_watch_add(text *key, int64 expired_token);
+extern bool dlock_watch_add(text *key, TimestampTz expired_through);
 extern bool dlock_watch_drop(const char *key, int len);
 extern int64 dlock_watch_drop_all(void);
 extern void dlock_watch_note_op(bool add, const char *key, int len);
@@ -56,10 +56,11 @@ extern void dlock_watch_ops_prepare(void);
 extern bool dlock_watch_any(void);
 extern int	dlock_watch_find(Oid dboid, const char *key, int len,
 							 DlockWatcher **out);
-extern bool dlock_watch_claim_expiry(const DlockWatcher *w, int64 token,
-									 int64 *previous);
-extern void dlock_watch_unclaim_expiry(const DlockWatcher *w, int64 token,
-									   int64 previous);
+extern bool dlock_watch_claim_expiry(const DlockWatcher *w,
+									 TimestampTz through, int64 *previous);
+extern void dlock_watch_unclaim_expiry(const DlockWatcher *w,
+									   TimestampTz through, int64 previous);
+extern TimestampTz dlock_watch_expired_through(const DlockWatcher *w);
 extern text **dlock_watch_db_keys(Oid dboid, int *n);
 extern int	dlock_watch_db_count(Oid dboid);
 extern void dlock_watch_init(void);
@@ -83,8 +84,11 @@ extern void dlock_watch_granted(text *key, const DlockLease *old, text *holder,
 								Oid owner, int64 token, TimestampTz expires_at,
 								bool handover);
 extern void dlock_watch_released(text *key, const DlockLease *old);
+extern void dlock_watch_abandoned(text *key, text *holder, Oid owner,
+								  int64 token, TimestampTz expires_at);
 extern void dlock_watch_grant_withdrawn(text *key, int64 token);
 extern void dlock_watch_expired(text *key, const DlockLease *l);
+extern void dlock_watch_read_through(text *key, TimestampTz now);
 extern bool dlock_watch_role_sees(Oid role, Oid owner);
 extern void dlock_watch_notify_init(void);
 

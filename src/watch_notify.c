@@ -16,10 +16,15 @@
  * see the lease: superusers, members of pg_read_all_stats, and roles with
  * the privileges of the lease's owner (the rule of the dlock_locks view).
  * PostgreSQL delivers them when the transaction commits, and never when it
- * rolls back.  An expiry is sent to a watcher once: the watcher's entry
- * remembers the last token whose expiry it was sent (claimed at pre-commit,
- * given back if the transaction rolls back), whoever notices it, the
- * worker or the acquire that takes the lease over.
+ * rolls back.  An expiry is sent to a watcher once, whichever holder of
+ * the key (a lease, a semaphore's slot, a shared holder) it was: the
+ * watcher's entry remembers the time up to which its key's expiries were
+ * sent.  The expiry worker reads every holder of the key under the key's
+ * lock and moves that mark to the time it read at once (given back if its
+ * transaction rolls back); it sends the expiries between the mark before
+ * and then.  An acquire that takes over a holder that ran out (under the
+ * key's lock, so not while the worker reads it) sends that expiry only if
+ * it is past the mark.
  *
  * A transaction that is prepared (PREPARE TRANSACTION) sends nothing: its
  * changes are dropped at PREPARE, since PostgreSQL cannot keep a NOTIFY
@@ -71,11 +76,11 @@ typedef struct WatchEvent
 	TimestampTz at;
 } WatchEvent;
 
-/* an expiry claimed for a watcher at pre-commit */
+/* a watcher's mark moved forward by this transaction (the expiry worker) */
 typedef struct ExpiryClaim
 {
 	DlockWatcher w;
-	int64		token;
+	TimestampTz through;
 	int64		previous;
 } ExpiryClaim;
 
@@ -128,7 +133,8 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 /*
  * A new grant of key (to holder, as owner, with token until expires_at).
  * old is the row it replaced: a lease still held there had run out, and
- * its expiry is reported first (a takeover).  handover: a release granted
+ * its expiry is reported first (a takeover); a hand-over grant abandoned
+ * there, that dlock's worker has not freed yet, is reported released.  handover: a release granted
  * it to its head waiter.
  */
 void
@@ -142,6 +148,10 @@ dlock_watch_granted(text *key, const DlockLease *old, text *holder, Oid owner,
 		dlock_watch_expired(key, old);
 		cause = DLOCK_CAUSE_TAKEOVER;
 	}
+	/* a hand-over grant abandoned by its waiter, not freed yet: freed now */
+	if (old != NULL && old->abandoned_by != NULL)
+		dlock_watch_abandoned(key, old->abandoned_by, old->abandoned_owner,
+							  old->token, old->expires_at);
 	record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token, expires_at);
 }
 
@@ -177,6 +187,75 @@ dlock_watch_grant_withdrawn(text *key, int64 token)
 				   VARSIZE_ANY_EXHDR(key)) == 0)
 			ev->withdrawn = true;
 	}
+}
+
+/*
+ * The hand-over grant of key to holder (as owner, with token until
+ * expires_at) was abandoned by its waiter, and dlock's worker freed its row
+ * (wait_abandon.c): the key is free again, a release to its watchers.
+ */
+void
+dlock_watch_abandoned(text *key, text *holder, Oid owner, int64 token,
+					  TimestampTz expires_at)
+{
+	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, holder, owner, token,
+		   expires_at);
+}
+
+/*
+ * The expiry worker read every holder of key at time now, holding the
+ * key's lock: it reports (dlock_watch_expired) each that had run out by
+ * then.  Every watcher of key is marked as told of those expiries at
+ * once, before the lock is given back, so that an acquire that takes one
+ * of those holders over later does not send it again; the marks before
+ * are kept to choose what this transaction sends, and given back if it
+ * rolls back.
+ */
+void
+dlock_watch_read_through(text *key, TimestampTz now)
+{
+	DlockWatcher *w;
+	int			n;
+	MemoryContext old;
+
+	if (!dlock_watch_available())
+		return;
+	n = dlock_watch_find(MyDatabaseId, VARDATA_ANY(key),
+						 VARSIZE_ANY_EXHDR(key), &w);
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	for (int i = 0; i < n; i++)
+	{
+		ExpiryClaim *c = palloc(sizeof(ExpiryClaim));
+
+		if (!dlock_watch_claim_expiry(&w[i], now, &c->previous))
+		{
+			pfree(c);
+			continue;
+		}
+		c->w = w[i];
+		c->through = now;
+		claims = lappend(claims, c);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Watcher w's mark as it was before this transaction: an expiry up to it
+ * was sent already (or happened before the watch).
+ */
+static TimestampTz
+expired_through_before(const DlockWatcher *w)
+{
+	ListCell   *lc;
+
+	foreach(lc, claims)
+	{
+		ExpiryClaim *c = lfirst(lc);
+
+		if (c->w.index == w->index && c->w.generation == w->generation)
+			return c->previous;
+	}
+	return dlock_watch_expired_through(w);
 }
 
 /* ---- the payload ---- */
@@ -283,22 +362,10 @@ send_event(const WatchEvent *ev)
 		granted_watched = true;
 	for (int i = 0; i < n; i++)
 	{
-		if (ev->kind == DLOCK_WATCH_EXPIRED)
-		{
-			int64		previous;
-			MemoryContext old;
-			ExpiryClaim *c;
-
-			if (!dlock_watch_claim_expiry(&w[i], ev->token, &previous))
-				continue;		/* sent already, by whoever noticed it */
-			old = MemoryContextSwitchTo(TopTransactionContext);
-			c = palloc(sizeof(ExpiryClaim));
-			c->w = w[i];
-			c->token = ev->token;
-			c->previous = previous;
-			claims = lappend(claims, c);
-			MemoryContextSwitchTo(old);
-		}
+		/* once per holder: unless the worker or an acquire sent it */
+		if (ev->kind == DLOCK_WATCH_EXPIRED &&
+			ev->expires_at <= expired_through_before(&w[i]))
+			continue;
 		if (!dlock_watch_role_sees(w[i].role, ev->owner))
 			continue;
 		if (p == NULL)
@@ -366,7 +433,7 @@ watch_xact_callback(XactEvent event, void *arg)
 			{
 				ExpiryClaim *c = lfirst(lc);
 
-				dlock_watch_unclaim_expiry(&c->w, c->token, c->previous);
+				dlock_watch_unclaim_expiry(&c->w, c->through, c->previous);
 			}
 			dlock_watch_ops_end(false, true, InvalidSubTransactionId,
 								InvalidSubTransactionId);

@@ -46,17 +46,6 @@ dlock_watch_channel(void)
 	return channel;
 }
 
-/* key's row at the latest committed state */
-static void
-read_lease(text *key, DlockLease *l)
-{
-	DlockStore	s;
-
-	dlock_lease_store_open(&s);
-	dlock_lease_store_fetch(&s, key, l);
-	dlock_store_close(&s);
-}
-
 /*
  * Watch key from this session (until dlock_unwatch or the session's end);
  * returns the channel the notifications come on.  Once the calling
@@ -66,8 +55,6 @@ read_lease(text *key, DlockLease *l)
 const char *
 dlock_watch_key(text *key)
 {
-	DlockLease	l;
-	int64		expired_token = 0;
 	const char *ch;
 
 	if (!dlock_watch_available())
@@ -77,14 +64,10 @@ dlock_watch_key(text *key)
 				 errhint("Add dlock to shared_preload_libraries in postgresql.conf and restart the server.")));
 	PreventCommandDuringRecovery("dlock_watch()");
 
-	/* an expiry that happened before the watch is no news */
-	read_lease(key, &l);
-	if (l.held && l.expires_at <= GetCurrentTimestamp())
-		expired_token = l.token;
-
 	ch = dlock_watch_channel();
 	Async_Listen(ch);
-	if (dlock_watch_add(key, expired_token))
+	/* a lease that ran out before the watch is no news */
+	if (dlock_watch_add(key, GetCurrentTimestamp()))
 	{
 		dlock_watch_ensure_worker();
 		dlock_watch_after_add(key);
@@ -95,12 +78,29 @@ dlock_watch_key(text *key)
 /*
  * The live lease of key into *l, if the current role may see it; false
  * when the key is free, its lease has run out, or it belongs to a role
- * whose privileges the current role does not have.
+ * whose privileges the current role does not have.  A semaphore's or
+ * shared leases' key: its live holder in the lowest slot (the one that
+ * has held it longest, unless an earlier slot was freed and taken again).
  */
 bool
 dlock_watch_leader(text *key, DlockLease *l)
 {
-	read_lease(key, l);
-	return l->held && l->expires_at > GetCurrentTimestamp() &&
-		dlock_watch_role_sees(GetUserId(), l->owner);
+	DlockStore	s;
+	DlockLease *ls;
+	int			n;
+	bool		found = false;
+	TimestampTz now;
+
+	dlock_lease_store_open(&s);
+	ls = dlock_lease_store_fetch_all(&s, key, &n);
+	dlock_store_close(&s);
+	now = GetCurrentTimestamp();
+	for (int i = 0; i < n && !found; i++)
+	{
+		if (!dlock_lease_live(&ls[i], now))
+			continue;
+		*l = ls[i];
+		found = true;
+	}
+	return found && dlock_watch_role_sees(GetUserId(), l->owner);
 }

@@ -11,10 +11,11 @@
  * sleeps until the earliest expiry among the watched keys' live leases
  * (at most dlock.safety_wake), or until a transaction that granted a
  * watched key, or a watch or unwatch, wakes it.  Then, in a transaction of
- * its own, it reads each watched key's row at the latest committed state
- * (through lease_store.c; it never writes dlock.lease) and records an
- * expiry for each lease that has run out; watch_notify.c sends them at its
- * commit, each once per watcher and token.  A lease whose key another
+ * its own, it reads each watched key's rows (every holder of a semaphore
+ * or shared leases) at the latest committed state (through lease_store.c;
+ * it never writes dlock.lease) and records an expiry for each holder that
+ * has run out; watch_notify.c sends them at its commit, each once per
+ * watcher.  A lease whose key another
  * transaction is writing (a renewal, a takeover) is looked at again 50 ms
  * later: the row is read only while the worker holds the key's lock in
  * share mode, so a renewal that has not committed yet is never taken for
@@ -261,15 +262,17 @@ worker_may_exit(Oid dboid)
 /* ---- the rounds ---- */
 
 /*
- * Look at one watched key: record its expiry if its lease has run out,
- * else lower *next_us to when it will.
+ * Look at one watched key: record the expiry of each of its holders (a
+ * lease, a semaphore's slots, shared holders) that has run out, else lower
+ * *next to when the first will.
  */
 static void
 check_key(DlockStore *s, text *key, TimestampTz *next)
 {
 	DlockKeyLock kl = dlock_key_for_text(DLOCK_CLASS_LEASE, VARDATA_ANY(key),
 										 VARSIZE_ANY_EXHDR(key));
-	DlockLease	l;
+	DlockLease *ls;
+	int			n;
 	TimestampTz now;
 
 	if (!dlock_key_trylock(&kl, ShareLock))
@@ -278,15 +281,21 @@ check_key(DlockStore *s, text *key, TimestampTz *next)
 		*next = Min(*next, GetCurrentTimestamp() + BUSY_RETRY_MS * 1000);
 		return;
 	}
-	dlock_lease_store_fetch(s, key, &l);
+	ls = dlock_lease_store_fetch_all(s, key, &n);
 	now = GetCurrentTimestamp();
+	/* before an acquire may take one of them over */
+	dlock_watch_read_through(key, now);
 	dlock_key_unlock(&kl, ShareLock);
 	/* a head waiter that found the key locked just now tries again */
 	(void) dlock_wait_wake_key(kl.hash);
-	if (l.held && l.expires_at <= now)
-		dlock_watch_expired(key, &l);
-	else if (l.held)
-		*next = Min(*next, l.expires_at);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ls[i].held && ls[i].expires_at <= now)
+			dlock_watch_expired(key, &ls[i]);
+		else if (ls[i].held)
+			*next = Min(*next, ls[i].expires_at);
+	}
 }
 
 /* One round; returns when to start the next one. */
