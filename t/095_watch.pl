@@ -36,6 +36,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockWatch;   # watch_start, events, quiet_for, watch_stop, watch_forget, watch_stop_all
 
 my $node = PostgreSQL::Test::Cluster->new('watch');
 $node->init(allows_streaming => 1);	# max_wal_senders > 0: synchronous commit (below)
@@ -54,50 +57,6 @@ $node->safe_psql(
 	CREATE ROLE regress_watch_mon LOGIN IN ROLE pg_read_all_stats;
 });
 
-my @watchers;
-
-# Start `dlock watch KEY --json` as user (default: the superuser); returns
-# the watcher once its first line (the key's lease now) is out, that is
-# once its dlock_watch has committed.
-sub watch_start
-{
-	my ($key, $user) = @_;
-	my $w = { key => $key, out => '', err => '', seen => 0 };
-	my $conn = $node->connstr('postgres') . ($user ? " user=$user" : '');
-	$w->{h} = IPC::Run::start([ 'dlock', 'watch', $key, '--json', '-d', $conn ],
-		'<', \undef, '>', \$w->{out}, '2>', \$w->{err}, IPC::Run::timeout(600));
-	push @watchers, $w;
-	my ($current) = events($w, 1, 'its first line');
-	$w->{current} = $current;
-	return $w;
-}
-
-# The watcher's next n lines, decoded (waits up to 60 s for them; once a
-# wait has come up short, no more waits for that watcher).
-sub events
-{
-	my ($w, $n, $what) = @_;
-	my $deadline = time + ($w->{short} ? 1 : 60);
-	my @lines;
-	while (1)
-	{
-		@lines = split /\n/, $w->{out};
-		last if @lines >= $w->{seen} + $n || time > $deadline;
-		$w->{h}->pump_nb;
-		usleep(20_000);
-	}
-	my @got = map { decode_json($_) } @lines[ $w->{seen} .. $#lines ];
-	if (@got < $n)
-	{
-		diag("watcher of $w->{key}: $what: got " . scalar(@got)
-			  . " of $n lines; stderr: $w->{err}");
-		$w->{short} = 1;
-	}
-	@got = @got[ 0 .. $n - 1 ] if @got > $n;
-	$w->{seen} += scalar(@got);
-	return @got;
-}
-
 # an event in short: "event/cause/holder"
 sub brief
 {
@@ -106,15 +65,6 @@ sub brief
 }
 
 sub briefs { return [ map { brief($_) } events(@_) ]; }
-
-sub watch_stop
-{
-	my ($w) = @_;
-	$w->{h}->kill_kill(grace => 1);
-	eval { $w->{h}->finish };
-	@watchers = grep { $_ != $w } @watchers;
-	return;
-}
 
 sub sql
 {
@@ -132,22 +82,9 @@ sub workers_are
 		  . " WHERE backend_type = 'dlock watch worker'");
 }
 
-# no line from watcher w for a while (an absence: can only pass wrongly)
-sub quiet_for
-{
-	my ($w, $secs) = @_;
-	my $deadline = time + $secs;
-	while (time < $deadline)
-	{
-		$w->{h}->pump_nb;
-		usleep(50_000);
-	}
-	return scalar(split /\n/, $w->{out}) == $w->{seen};
-}
-
 # ---- every kind of change, at commit, never rolled back ----
 {
-	my $w = watch_start('w:tx');
+	my $w = watch_start($node, 'w:tx');
 	is($w->{current}{event}, 'current', 'dlock watch prints the current lease first');
 	is($w->{current}{holder}, undef, 'the key is free');
 	ok(workers_are(1), 'the database has a watch worker while a session watches');
@@ -194,7 +131,7 @@ sub quiet_for
 
 # ---- a hand-over to a waiter ----
 {
-	my $w = watch_start('w:ho');
+	my $w = watch_start($node, 'w:ho');
 	sql("SELECT dlock_acquire('w:ho', 'holder', '1 hour')");
 	my $waiter = $node->background_psql('postgres');
 	$waiter->query_until(qr/waiting/,
@@ -217,7 +154,7 @@ sub quiet_for
 
 # ---- expiry: noticed by nobody calling anything, sent once, not when renewed ----
 {
-	my $w = watch_start('w:exp');
+	my $w = watch_start($node, 'w:exp');
 	my $token = sql("SELECT dlock_acquire('w:exp', 'sleepy', '2 s')");
 	my @e = events($w, 2, 'the grant and its expiry');
 	is_deeply([ map { brief($_) } @e ], [ 'granted/acquire/sleepy', 'expired/-/sleepy' ],
@@ -251,7 +188,7 @@ sub quiet_for
 
 	# a takeover before the worker noticed sends the expiry itself, once
 	sql("SELECT dlock_acquire('w:exp2', 'gone', '1 s')");
-	my $w2 = watch_start('w:exp2');
+	my $w2 = watch_start($node, 'w:exp2');
 	usleep(1_500_000);
 	sql("SELECT dlock_acquire('w:exp2', 'next', '1 hour')");
 	sql("SELECT dlock_release('w:exp2', 'next')");
@@ -266,9 +203,9 @@ sub quiet_for
 # ---- who may see what ----
 {
 	sql("SELECT dlock_acquire('w:roles', 'a0', '1 hour')", 'regress_watch_a');
-	my $wb = watch_start('w:roles', 'regress_watch_b');
-	my $wm = watch_start('w:roles', 'regress_watch_amember');
-	my $wmon = watch_start('w:roles', 'regress_watch_mon');
+	my $wb = watch_start($node, 'w:roles', 'regress_watch_b');
+	my $wm = watch_start($node, 'w:roles', 'regress_watch_amember');
+	my $wmon = watch_start($node, 'w:roles', 'regress_watch_mon');
 	is($wb->{current}{holder}, undef, "dlock watch does not show b the lease of a");
 	is($wm->{current}{holder}, 'a0', 'a member of a sees it');
 	is($wmon->{current}{holder}, 'a0', 'pg_read_all_stats sees it');
@@ -304,7 +241,7 @@ sub quiet_for
 # ---- a watcher joining while a change of its key commits ----
 {
 	# a lease that runs out while commits wait for the standby (below)
-	my $ws = watch_start('w:syncexp');
+	my $ws = watch_start($node, 'w:syncexp');
 	sql("SELECT dlock_acquire('w:syncexp', 'syncexp', '4 s')");
 	is_deeply(briefs($ws, 1, 'the grant'), ['granted/acquire/syncexp'], 'a grant');
 
@@ -359,7 +296,7 @@ sub quiet_for
 # ---- the worker: leaves when nobody watches, comes back when terminated ----
 {
 	ok(workers_are(0), 'the worker leaves when nobody watches');
-	my $w = watch_start('w:term');
+	my $w = watch_start($node, 'w:term');
 	ok(workers_are(1), 'a new watch starts it again');
 	sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
 		  . " WHERE backend_type = 'dlock watch worker'");
@@ -372,7 +309,7 @@ sub quiet_for
 
 # ---- a crash: watches gone, the worker starts cleanly ----
 {
-	my $w = watch_start('w:crash');
+	my $w = watch_start($node, 'w:crash');
 	my $victim = $node->background_psql('postgres', on_error_stop => 0);
 	my $vpid = $victim->query_safe('SELECT pg_backend_pid()');
 	kill 'KILL', $vpid or die "could not send SIGKILL to $vpid: $!";
@@ -386,10 +323,10 @@ sub quiet_for
 	}
 	eval { $w->{h}->finish };
 	is($w->{h}->result(0), 69, 'dlock watch ends with 69 when its connection is lost');
-	@watchers = grep { $_ != $w } @watchers;
+	watch_forget($w);
 	$node->poll_query_until('postgres', 'SELECT true') or die 'no restart after the crash';
 	ok(workers_are(0), 'after the crash no worker stays');
-	my $w2 = watch_start('w:crash');
+	my $w2 = watch_start($node, 'w:crash');
 	sql("SELECT dlock_acquire('w:crash', 'after', '1 s')");
 	is_deeply(briefs($w2, 2, 'a watch after the crash'),
 		[ 'granted/acquire/after', 'expired/-/after' ],
@@ -417,6 +354,6 @@ sub quiet_for
 	$plain->stop;
 }
 
-watch_stop($_) for @watchers;
+watch_stop_all();
 $node->stop;
 done_testing();

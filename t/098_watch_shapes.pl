@@ -26,6 +26,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockWatch;   # watch_start, events, quiet_for, watch_stop, watch_forget, watch_stop_all
 
 my $node = PostgreSQL::Test::Cluster->new('watch_shapes');
 $node->init;
@@ -33,47 +36,6 @@ $node->append_conf('postgresql.conf',
 	"shared_preload_libraries = 'dlock'\n" . "dlock.safety_wake = '1h'\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
-
-my @watchers;
-
-# Start `dlock watch KEY --json`; returns the watcher once its first line
-# (the key now) is out, that is once its dlock_watch has committed.
-sub watch_start
-{
-	my ($key) = @_;
-	my $w = { key => $key, out => '', err => '', seen => 0 };
-	$w->{h} = IPC::Run::start(
-		[ 'dlock', 'watch', $key, '--json', '-d', $node->connstr('postgres') ],
-		'<', \undef, '>', \$w->{out}, '2>', \$w->{err}, IPC::Run::timeout(900));
-	push @watchers, $w;
-	events($w, 1, 'its first line');
-	return $w;
-}
-
-# The watcher's next n lines, decoded (waits up to 90 s for them).
-sub events
-{
-	my ($w, $n, $what) = @_;
-	my $deadline = time + ($w->{short} ? 1 : 90);
-	my @lines;
-	while (1)
-	{
-		@lines = split /\n/, $w->{out};
-		last if @lines >= $w->{seen} + $n || time > $deadline;
-		$w->{h}->pump_nb;
-		usleep(20_000);
-	}
-	my @got = map { decode_json($_) } @lines[ $w->{seen} .. $#lines ];
-	if (@got < $n)
-	{
-		diag("watcher of $w->{key}: $what: got " . scalar(@got)
-			  . " of $n lines; stderr: $w->{err}");
-		$w->{short} = 1;
-	}
-	@got = @got[ 0 .. $n - 1 ] if @got > $n;
-	$w->{seen} += scalar(@got);
-	return @got;
-}
 
 # an event in short: "event/cause/holder/token"
 sub brief
@@ -85,33 +47,11 @@ sub brief
 
 sub briefs { return [ map { brief($_) } events(@_) ]; }
 
-# no line from watcher w for a while (an absence: can only pass wrongly)
-sub quiet_for
-{
-	my ($w, $secs) = @_;
-	my $deadline = time + $secs;
-	while (time < $deadline)
-	{
-		$w->{h}->pump_nb;
-		usleep(50_000);
-	}
-	return scalar(split /\n/, $w->{out}) == $w->{seen};
-}
-
-sub watch_stop
-{
-	my ($w) = @_;
-	$w->{h}->kill_kill(grace => 1);
-	eval { $w->{h}->finish };
-	@watchers = grep { $_ != $w } @watchers;
-	return;
-}
-
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # ---- a semaphore: every holder's grant, release and expiry ----
 {
-	my $w = watch_start('ws:sem');
+	my $w = watch_start($node, 'ws:sem');
 	my $t1 = sql("SELECT dlock_acquire('ws:sem', 'h1', '1 hour', '0', 4)");
 	my $t2 = sql("SELECT dlock_acquire('ws:sem', 'h2', '1 hour', '0', 4)");
 	is_deeply(
@@ -153,7 +93,7 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # ---- shared leases: every shared holder ----
 {
-	my $w = watch_start('ws:shared');
+	my $w = watch_start($node, 'ws:shared');
 	my $s1 = sql("SELECT dlock_acquire_shared('ws:shared', 's1', '1 hour')");
 	my $s2 = sql("SELECT dlock_acquire_shared('ws:shared', 's2', '2 s')");
 	is_deeply(
@@ -170,7 +110,7 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # ---- a hand-over grant its waiter abandoned ----
 {
-	my $w = watch_start('ws:ab');
+	my $w = watch_start($node, 'ws:ab');
 	my $ta = sql("SELECT dlock_acquire('ws:ab', 'a', '1 hour')");
 	# a single-statement waiter is handed the key by the release itself;
 	# its statement then fails: it never saw its token
@@ -199,7 +139,7 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # ---- the same, with a waiter behind it that takes the key first ----
 {
-	my $w = watch_start('ws:ab2');
+	my $w = watch_start($node, 'ws:ab2');
 	my $ta = sql("SELECT dlock_acquire('ws:ab2', 'a', '1 hour')");
 	my $b = $node->background_psql('postgres', on_error_stop => 0);
 	$b->query_until(qr/waiting/,
@@ -235,6 +175,6 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 	watch_stop($w);
 }
 
-watch_stop($_) for @watchers;
+watch_stop_all();
 $node->stop;
 done_testing();
