@@ -45,13 +45,13 @@ sub watch_start
 	return $w;
 }
 
-# events(W, N, WHAT): the watcher's next N lines, decoded (waits up to 90 s
+# events(W, N, WHAT): the watcher's next N lines, decoded (waits up to 60 s
 # for them; once a wait has come up short, no more waits for that watcher,
 # and what came is reported with WHAT)
 sub events
 {
 	my ($w, $n, $what) = @_;
-	my $deadline = time + ($w->{short} ? 1 : 90);
+	my $deadline = time + ($w->{short} ? 1 : 60);
 	my @lines;
 	while (1)
 	{
