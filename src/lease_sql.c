@@ -29,6 +29,28 @@
 #include "maint_worker.h"
 
 /*
+ * The three acquires: key, holder, ttl and wait in arguments 0 to 3, and
+ * slots in argument slots_arg (-1: the given slots); checked in that order.
+ * The token, or NULL when not acquired within wait.
+ */
+static Datum
+acquire_sql(FunctionCallInfo fcinfo, const char *fn, int slots_arg, int slots)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
+	int64		wait_us = dlock_arg_wait(fcinfo, 3);
+	int64		token;
+
+	if (slots_arg >= 0)
+		slots = dlock_arg_slots(fcinfo, slots_arg);
+	dlock_arg_writes_allowed(fn);
+	if (!dlock_acquire(key, holder, ttl_us, wait_us, slots, &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/*
  * dlock_acquire(key text, holder text, ttl interval DEFAULT '30 seconds',
  *				 wait interval DEFAULT '0') RETURNS bigint
  *
@@ -39,16 +61,7 @@ PG_FUNCTION_INFO_V1(dlock_acquire_sql);
 Datum
 dlock_acquire_sql(PG_FUNCTION_ARGS)
 {
-	text	   *key = dlock_arg_key(fcinfo, 0);
-	text	   *holder = dlock_arg_holder(fcinfo, 1);
-	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
-	int64		wait_us = dlock_arg_wait(fcinfo, 3);
-	int64		token;
-
-	dlock_arg_writes_allowed("dlock_acquire()");
-	if (!dlock_acquire(key, holder, ttl_us, wait_us, 1, &token))
-		PG_RETURN_NULL();
-	PG_RETURN_INT64(token);
+	return acquire_sql(fcinfo, "dlock_acquire()", -1, 1);
 }
 
 /*
@@ -65,17 +78,7 @@ PG_FUNCTION_INFO_V1(dlock_acquire_slots_sql);
 Datum
 dlock_acquire_slots_sql(PG_FUNCTION_ARGS)
 {
-	text	   *key = dlock_arg_key(fcinfo, 0);
-	text	   *holder = dlock_arg_holder(fcinfo, 1);
-	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
-	int64		wait_us = dlock_arg_wait(fcinfo, 3);
-	int			slots = dlock_arg_slots(fcinfo, 4);
-	int64		token;
-
-	dlock_arg_writes_allowed("dlock_acquire()");
-	if (!dlock_acquire(key, holder, ttl_us, wait_us, slots, &token))
-		PG_RETURN_NULL();
-	PG_RETURN_INT64(token);
+	return acquire_sql(fcinfo, "dlock_acquire()", 4, 0);
 }
 
 /*
@@ -92,17 +95,7 @@ PG_FUNCTION_INFO_V1(dlock_acquire_shared_sql);
 Datum
 dlock_acquire_shared_sql(PG_FUNCTION_ARGS)
 {
-	text	   *key = dlock_arg_key(fcinfo, 0);
-	text	   *holder = dlock_arg_holder(fcinfo, 1);
-	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, false);
-	int64		wait_us = dlock_arg_wait(fcinfo, 3);
-	int64		token;
-
-	dlock_arg_writes_allowed("dlock_acquire_shared()");
-	if (!dlock_acquire(key, holder, ttl_us, wait_us, DLOCK_SLOTS_SHARED,
-					   &token))
-		PG_RETURN_NULL();
-	PG_RETURN_INT64(token);
+	return acquire_sql(fcinfo, "dlock_acquire_shared()", -1, DLOCK_SLOTS_SHARED);
 }
 
 /*
