@@ -456,6 +456,22 @@ now_ms(void)
 	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * The version of the dlock extension installed in this database, in
+ * out[outlen]: DB_OK, DB_NULL if dlock is not installed, or the failure.
+ * Asked on the error path only, when a call found a function missing:
+ * is dlock missing, or older than the call needs?  No signal interrupts
+ * it, and it gives up after 10 s.
+ */
+DbResult
+db_extversion(Db *db, char *out, size_t outlen)
+{
+	db->on_wake = NULL;
+	db->deadline = now_ms() + 10000;
+	return db_call(db, "SELECT extversion FROM pg_catalog.pg_extension"
+				   " WHERE extname = 'dlock'", 0, NULL, out, outlen);
+}
+
 /* The message and exit code of a failed call. */
 int
 db_failure(Db *db, DbResult rc)

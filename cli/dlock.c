@@ -33,7 +33,7 @@ cmd_acquire(const Options *o)
 
 	db_close(&db);
 	if (rc != DB_OK && rc != DB_NULL)
-		return db_failure(&db, rc);
+		return acquire_failure(&db, o, rc);
 	if (o->json)
 	{
 		printf("{\"key\": ");

@@ -4,10 +4,11 @@
  *		The dlock command line: shared declarations.
  *
  * Exit codes follow sysexits.h: 0 success (or the command's own status),
- * 64 usage error, 69 database unreachable or dlock not installed, 70 lease
- * lost, 75 not acquired within --wait, 77 status cannot tell (the key may
- * be held by a role whose leases the caller may not see).  Every non-zero
- * exit prints one line on standard error saying why, starting "dlock: ".
+ * 64 usage error, 69 database unreachable, dlock not installed or older
+ * than an option needs, 70 lease lost, 75 not acquired within --wait, 77
+ * status cannot tell (the key may be held by a role whose leases the
+ * caller may not see).  Every non-zero exit prints one line on standard
+ * error saying why, starting "dlock: ".
  *
  *-------------------------------------------------------------------------
  */
@@ -89,6 +90,7 @@ extern DbResult db_rows(Db *db, const char *sql, int nparams,
 extern char *interval_text(long long ms, char *buf, size_t len);
 extern void print_lines(FILE *f, const char *text);
 extern long long now_ms(void);
+extern DbResult db_extversion(Db *db, char *out, size_t outlen);
 extern int	db_failure(Db *db, DbResult rc);
 
 /* args.c */

@@ -5,7 +5,7 @@
 -- nothing half-made, or be ignored; then the extension is created again and
 -- every lease, claim and the token sequence is put back as it was.
 --
--- The roles, tables and helpers are hostile_input's (include/); roles are
+-- The roles, tables and helpers are the hostile_input_* tests' (include/); roles are
 -- regress_dlock_hostile_*, and everything created is dropped at the end.
 --
 \i sql/include/hostile_setup.sql

@@ -39,7 +39,7 @@ SELECT p.oid::regprocedure AS function,
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'dlock'
  -- dlock_claim is the one exception, on purpose: its filter and order_by
  -- are the caller's SQL and resolve names with the caller's search_path;
- -- its internal queries pin search_path in C (checked in hostile_input).
+ -- its internal queries pin search_path in C (checked in hostile_input_lookalikes).
  WHERE p.proname <> 'dlock_claim'
    AND p.proname NOT IN ('dlock_acquire', 'dlock_acquire_shared', 'dlock_release',
                          'dlock_renew', 'dlock_validate', 'dlock_claimed',

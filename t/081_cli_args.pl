@@ -16,6 +16,8 @@
 #    the limits themselves are accepted;
 #  - every non-zero exit prints one reason line on standard error, each
 #    line starting "dlock: " (75, 70, 69, 64, CMD's failure);
+#  - --slots and --shared against a database whose dlock is 0.3 say that
+#    the option needs 0.4 and how to update (69), not "is dlock installed?";
 #  - list shows the caller's own leases whatever its role's name ("Bob" is
 #    not bob; "x.y z" works); status does not call a key free when the
 #    caller cannot see every role's leases (77, "held": null), and does for
@@ -311,6 +313,40 @@ is($rc, 0, 'run --shared beside two shared holders') or diag($err);
 is($node->safe_psql('postgres', q{SELECT count(*) FROM dlock_locks WHERE key = 'cli:sh'}),
 	'2', 'run --shared released its lease at the end');
 dl('release', 'cli:sh', '--holder', $_, '-d', $conn) for ('r1', 'r2');
+
+# --- --slots and --shared against dlock 0.3 (no 5-argument dlock_acquire,
+# no dlock_acquire_shared): the version found and how to update, exit 69 ---
+$node->safe_psql('postgres', 'CREATE DATABASE old03');
+$node->safe_psql('old03', "CREATE EXTENSION dlock VERSION '0.3'");
+my $old03 = $node->connstr('old03');
+for my $opt ([ '--slots', '2' ], [ '--shared' ])
+{
+	for my $cmd ([ 'acquire', 'cli:old' ], [ 'run', 'cli:old' ])
+	{
+		($rc, $out, $err) = dl(@$cmd, @$opt, '-d', $old03,
+			$cmd->[0] eq 'run' ? ('--', 'true') : ());
+		ok( $rc == 69
+			  && $err =~ /^dlock: \Q$opt->[0]\E needs the dlock extension 0\.4 or later; this database has 0\.3$/m
+			  && $err =~ /^dlock: HINT:  .*ALTER EXTENSION dlock UPDATE/m
+			  && $err !~ /is the dlock extension installed/,
+			"$cmd->[0] $opt->[0] against dlock 0.3: the version and the update, 69")
+		  or diag("exit $rc, stderr: $err");
+		reason_lines_ok($err, "$cmd->[0] $opt->[0] against dlock 0.3");
+	}
+}
+# a lease is there in 0.3, and a database without dlock still gets asked
+($rc, $out, $err) = dl('acquire', 'cli:old', '--holder', 'h', '-d', $old03);
+ok($rc == 0 && $out =~ /^\d+$/, 'acquire without --slots against dlock 0.3: a token') or diag($err);
+($rc, $out, $err) = dl('acquire', 'cli:old', '--slots', '2', '-d', $node->connstr('nodlock'));
+ok($rc == 69 && $err =~ /is the dlock extension installed in this database\?/
+	  && $err !~ /needs the dlock extension/,
+	'--slots where dlock is not installed: asks whether it is, 69')
+  or diag("exit $rc, stderr: $err");
+# updated, the same call works
+$node->safe_psql('old03', 'ALTER EXTENSION dlock UPDATE');
+($rc, $out, $err) = dl('acquire', 'cli:old2', '--slots', '2', '-d', $old03);
+ok($rc == 0 && $out =~ /^\d+$/, 'acquire --slots 2 after ALTER EXTENSION dlock UPDATE: a token')
+  or diag($err);
 
 $node->stop;
 done_testing();

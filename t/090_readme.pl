@@ -1,9 +1,11 @@
 # Copyright: dlock contributors
 #
 # 090_readme.pl: every SQL example in README.md runs as written, in order, in
-# one psql session on a fresh database with dlock installed and preloaded.
+# one psql session on a fresh database with dlock installed and preloaded,
+# and then, in the same session, every SQL example of docs/examples.md (the
+# longer versions of the README's examples, which use its tables).
 # (Examples in other languages are not run.)  A block that fails, or a
-# README without SQL examples, fails this test.  Then the reference: every
+# README or docs/examples.md without SQL examples, fails this test.  Then the reference: every
 # function, view and dlock.* setting of the installed extension is named in
 # the README's Reference section, and every function and view has a comment.
 # Then the version strings of dlock.control, META.json, debian/changelog and
@@ -22,16 +24,23 @@ use DlockProcesses;    # every process started here is stopped on every exit pat
 use Test::More;
 use JSON::PP;
 
-open(my $fh, '<', 'README.md') or die "README.md: $!";
-my $readme = do { local $/; <$fh> };
-close($fh);
-
-my @blocks;
-while ($readme =~ /^```sql\n(.*?)^```/msg)
+# the ```sql blocks of a Markdown text
+sub sql_blocks
 {
-	push @blocks, $1;
+	my ($text) = @_;
+	my @found;
+	while ($text =~ /^```sql\n(.*?)^```/msg)
+	{
+		push @found, $1;
+	}
+	return @found;
 }
+
+my $readme = slurp('README.md');
+my @blocks = sql_blocks($readme);
 cmp_ok(scalar(@blocks), '>=', 5, 'README.md has SQL examples');
+my @doc_blocks = sql_blocks(slurp('docs/examples.md'));
+cmp_ok(scalar(@doc_blocks), '>=', 3, 'docs/examples.md has SQL examples');
 
 my $node = PostgreSQL::Test::Cluster->new('readme');
 $node->init;
@@ -40,11 +49,12 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE readme');
 
 # the first block creates the extension itself; all blocks run in order in
-# one session, so psql variables set by one (\gset) are seen by the next
-my $script = join("\n", @blocks);
+# one session, so psql variables set by one (\gset) are seen by the next;
+# docs/examples.md's follow the README's
+my $script = join("\n", @blocks, @doc_blocks);
 my ($ret, $stdout, $stderr) = $node->psql('readme', $script,
 	extra_params => [ '-v', 'ON_ERROR_STOP=1' ]);
-is($ret, 0, 'every SQL example of README.md runs without an error')
+is($ret, 0, 'every SQL example of README.md and docs/examples.md runs without an error')
   or diag("stderr:\n$stderr\nstdout:\n$stdout");
 
 # the examples leave what they say they leave
@@ -53,7 +63,7 @@ is( $node->safe_psql('readme',
 	'host-7', 'the fenced write of the fencing example was made');
 is( $node->safe_psql('readme',
 		"SELECT string_agg(id::text, ',' ORDER BY id) FROM sms WHERE status = 1"),
-	'1,2,3,4,5,6', 'the claiming examples completed rows 1 to 6');
+	'1,2,3,4,5,6', 'the claiming examples (README and docs) completed rows 1 to 6');
 is($node->safe_psql('readme', "SELECT count(*) FROM dlock_claims"),
 	'0', 'no claim is left behind');
 

@@ -1,7 +1,7 @@
 --
 -- include/hostile_setup.sql: the roles, tables, live leases and claims and
--- the helper functions that hostile_input and hostile_extension share
--- (read with \i).  See hostile_input.sql for what they are.
+-- the helper functions that the hostile_input_* tests and hostile_extension
+-- share (read with \i).  See hostile_input_args.sql for what they are.
 --
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
