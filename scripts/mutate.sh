@@ -281,6 +281,7 @@ declare -A killers=()   # --all-tests: the tests that killed each mutant
 survived=()
 broken=()
 total=0
+declare -A took=()      # seconds each mutant's run took
 
 finish() {      # finish PASSED FAILED: summary, clean up, last line, exit status
     echo
@@ -300,6 +301,11 @@ finish() {      # finish PASSED FAILED: summary, clean up, last line, exit statu
             fi
         done
         echo "  $single mutant(s) killed by a single test"
+    fi
+    if [ ${#took[@]} -gt 0 ]; then
+        echo "  slowest mutants (seconds of their test runs; $(( $(printf '%s+' "${took[@]}")0 )) s in all):"
+        for m in "${!took[@]}"; do echo "${took[$m]} $m"; done | sort -rn | head -n 8 |
+            while read -r s m; do printf '    %5d s  %s\n' "$s" "$m"; done
     fi
     for m in ${survived[@]+"${survived[@]}"}; do echo "  SURVIVED: $m"; done
     for m in ${broken[@]+"${broken[@]}"}; do echo "  BROKEN: $m"; done
@@ -586,8 +592,10 @@ for name in ${names[@]+"${names[@]}"}; do
     else
         echo "==> $name: ${files% } changed; running $tests"
     fi
+    t0=$SECONDS
     run_tests "$copy" "$tests" "$WORK/$name.log"
     rc=$?
+    took[$name]=$((SECONDS - t0))
     if [ $rc -ne 0 ] && vanished "$WORK/$name.log"; then
         echo "    a work directory of the run was removed under it (by something else); run it again (log $WORK/$name.log)"
         broken+=("$name (a work directory was removed during its run)")
@@ -598,7 +606,7 @@ for name in ${names[@]+"${names[@]}"}; do
         echo "    the run failed, but no test did (log $WORK/$name.log)"
         broken+=("$name (the run failed, but no test did: see its log)")
     elif [ $rc -ne 0 ]; then
-        echo "    killed: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
+        echo "    killed in ${took[$name]} s: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
         killed=$((killed + 1))
         if [ "$ALL_TESTS" = 1 ]; then
             killers[$name]=$(killers_of "$WORK/$name.log")
