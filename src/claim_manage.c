@@ -34,7 +34,7 @@
 #include "base_store.h"
 #include "claim_key.h"
 #include "claim_manage.h"
-#include "claim_query.h"
+#include "claim_hint.h"
 #include "claim_store.h"
 
 /*
