@@ -32,6 +32,9 @@
 # the selected mutants' tests.  If that fails (a flaky or renamed test, a
 # time limit too short), a failure of a mutant would prove nothing: the
 # script says "control run failed" and stops, with a non-zero status.
+# MUTANTS_CONTROL=0 skips it: .ci/run sets it when scripts/test.sh has
+# just passed the whole suite on the same source.  Every test a mutant
+# names must exist in any case (checked first).
 #
 # PostgreSQL: with DLOCK_PG_BIN (another installation's bin directory) the
 # builds are installed there, and the unmutated dlock is reinstalled there
@@ -549,7 +552,27 @@ for name in ${names[@]+"${names[@]}"}; do
 done
 all_tests=${all_tests# }
 all_tests=${all_tests% }
-if [ ${#names[@]} -gt 0 ]; then
+# every test a mutant names must exist: a misspelt one fails the run of
+# every mutant that names it, which would count as killing them
+missing=
+for t in $all_tests; do
+    case "$t" in
+        regress:*) f=sql/${t#regress:}.sql ;;
+        isolation:*) f=specs/${t#isolation:}.spec ;;
+        tap:*) f=t/${t#tap:}.pl ;;
+        *) f= ;;
+    esac
+    [ -n "$f" ] && [ -f "$REPO/$f" ] || missing+="$t "
+done
+if [ -n "$missing" ]; then
+    echo "==> the mutants name tests that do not exist: $missing"
+    broken+=("(tests named by mutants do not exist: ${missing% })")
+    finish 0 1
+fi
+if [ ${#names[@]} -gt 0 ] && [ "${MUTANTS_CONTROL:-1}" = 0 ]; then
+    # .ci/run: scripts/test.sh has just passed every test on this source
+    echo "==> control run skipped (MUTANTS_CONTROL=0: the whole suite passed on this source just before)"
+elif [ ${#names[@]} -gt 0 ]; then
     echo "==> control run (unmutated): $all_tests"
     copy_source "$WORK/control"
     control_log=$WORK/control.log
