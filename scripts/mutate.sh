@@ -32,6 +32,9 @@
 # the selected mutants' tests.  If that fails (a flaky or renamed test, a
 # time limit too short), a failure of a mutant would prove nothing: the
 # script says "control run failed" and stops, with a non-zero status.
+# MUTANTS_CONTROL=0 skips it: .ci/run sets it when scripts/test.sh has
+# just passed the whole suite on the same source.  Every test a mutant
+# names must exist in any case (checked first).
 #
 # PostgreSQL: with DLOCK_PG_BIN (another installation's bin directory) the
 # builds are installed there, and the unmutated dlock is reinstalled there
@@ -116,10 +119,11 @@ no-claim-recheck@src/claim.c@\t\t\tif (!found[k])\n\t\t\t\tcc->fresh = true;@\t\
 no-claim-keylock@src/claim.c@\t\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
 no-row-check@src/claim_unheld.c@\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\theld = false;\n\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
 hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges isolation:time_at_once
-hints-outlive-rollback@src/claim_query.c@\t\tif (event == XACT_EVENT_ABORT)\n\t\t\tforget_hint(up);@\t\t(void) 0;@regress:claim_ranges isolation:time_at_once
+hints-outlive-rollback@src/claim_hint.c@\tif (event == XACT_EVENT_ABORT && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
 no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
-hints-outlive-savepoint@src/claim_query.c@\tif (event != SUBXACT_EVENT_ABORT_SUB)\n\t\treturn;@\treturn;@regress:claim_ranges isolation:time_at_once
+hints-outlive-savepoint@src/claim_hint.c@\tif (event == SUBXACT_EVENT_ABORT_SUB && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared
+hints-published-at-end-only@src/claim_unheld.c@\tif (a->nlead % 128 == 0)@\tif (false)@isolation:claim_hint_shared
 views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0, 0);@isolation:views_latest isolation:time_at_once
 views-claims-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT relid::regclass, COALESCE(long_key, key), holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1, 2);@isolation:views_latest isolation:time_at_once
 no-waiters-shown@src/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
@@ -283,6 +287,7 @@ declare -A killers=()   # --all-tests: the tests that killed each mutant
 survived=()
 broken=()
 total=0
+declare -A took=()      # seconds each mutant's run took
 
 finish() {      # finish PASSED FAILED: summary, clean up, last line, exit status
     echo
@@ -302,6 +307,11 @@ finish() {      # finish PASSED FAILED: summary, clean up, last line, exit statu
             fi
         done
         echo "  $single mutant(s) killed by a single test"
+    fi
+    if [ ${#took[@]} -gt 0 ]; then
+        echo "  slowest mutants (seconds of their test runs; $(( $(printf '%s+' "${took[@]}")0 )) s in all):"
+        for m in "${!took[@]}"; do echo "${took[$m]} $m"; done | sort -rn | head -n 8 |
+            while read -r s m; do printf '    %5d s  %s\n' "$s" "$m"; done
     fi
     for m in ${survived[@]+"${survived[@]}"}; do echo "  SURVIVED: $m"; done
     for m in ${broken[@]+"${broken[@]}"}; do echo "  BROKEN: $m"; done
@@ -544,7 +554,27 @@ for name in ${names[@]+"${names[@]}"}; do
 done
 all_tests=${all_tests# }
 all_tests=${all_tests% }
-if [ ${#names[@]} -gt 0 ]; then
+# every test a mutant names must exist: a misspelt one fails the run of
+# every mutant that names it, which would count as killing them
+missing=
+for t in $all_tests; do
+    case "$t" in
+        regress:*) f=sql/${t#regress:}.sql ;;
+        isolation:*) f=specs/${t#isolation:}.spec ;;
+        tap:*) f=t/${t#tap:}.pl ;;
+        *) f= ;;
+    esac
+    [ -n "$f" ] && [ -f "$REPO/$f" ] || missing+="$t "
+done
+if [ -n "$missing" ]; then
+    echo "==> the mutants name tests that do not exist: $missing"
+    broken+=("(tests named by mutants do not exist: ${missing% })")
+    finish 0 1
+fi
+if [ ${#names[@]} -gt 0 ] && [ "${MUTANTS_CONTROL:-1}" = 0 ]; then
+    # .ci/run: scripts/test.sh has just passed every test on this source
+    echo "==> control run skipped (MUTANTS_CONTROL=0: the whole suite passed on this source just before)"
+elif [ ${#names[@]} -gt 0 ]; then
     echo "==> control run (unmutated): $all_tests"
     copy_source "$WORK/control"
     control_log=$WORK/control.log
@@ -588,8 +618,10 @@ for name in ${names[@]+"${names[@]}"}; do
     else
         echo "==> $name: ${files% } changed; running $tests"
     fi
+    t0=$SECONDS
     run_tests "$copy" "$tests" "$WORK/$name.log"
     rc=$?
+    took[$name]=$((SECONDS - t0))
     if [ $rc -ne 0 ] && vanished "$WORK/$name.log"; then
         echo "    a work directory of the run was removed under it (by something else); run it again (log $WORK/$name.log)"
         broken+=("$name (a work directory was removed during its run)")
@@ -600,7 +632,7 @@ for name in ${names[@]+"${names[@]}"}; do
         echo "    the run failed, but no test did (log $WORK/$name.log)"
         broken+=("$name (the run failed, but no test did: see its log)")
     elif [ $rc -ne 0 ]; then
-        echo "    killed: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
+        echo "    killed in ${took[$name]} s: $(grep -E '^  FAIL' "$WORK/$name.log" | head -n 2 | sed 's/^ *//' | tr '\n' ' ')"
         killed=$((killed + 1))
         if [ "$ALL_TESTS" = 1 ]; then
             killers[$name]=$(killers_of "$WORK/$name.log")

@@ -103,7 +103,7 @@ EOF
 
 # --- one run with all four ---
 echo "==> scripts/test.sh with t/990_hang, t/991_server_left, t/992_orphan, t/993_short_orphan"
-DLOCK_SRC=$W/src DLOCK_TIMEOUT_TAP=60 DLOCK_LEFTOVER_GRACE=20 \
+DLOCK_SRC=$W/src DLOCK_TIMEOUT_TAP=30 DLOCK_LEFTOVER_GRACE=20 \
     DLOCK_ONLY="tap:990_hang tap:991_server_left tap:992_orphan tap:993_short_orphan" \
     bash "$REPO/scripts/test.sh" >"$W/run1.log" 2>&1
 rc=$?
@@ -111,7 +111,7 @@ L=$W/run1.log
 grep -E '^==> \[tap|^  (FAIL|NOTE)|^[0-9]+ passed' "$L" | sed 's/^/    /'
 check "the run fails (exit $rc)" '[ "$rc" -ne 0 ]'
 check "the hanging file is stopped by its time limit, which is named" \
-    "grep -q 'FAIL: \[tap\] t/990_hang.pl timed out after 60 s .*raise DLOCK_TIMEOUT_TAP' '$L'"
+    "grep -q 'FAIL: \[tap\] t/990_hang.pl timed out after 30 s .*raise DLOCK_TIMEOUT_TAP' '$L'"
 check "its server is stopped with it" \
     "grep -q 'tap 1/4\] t/990_hang.pl: TIMED OUT .*its [0-9]* process(es) stopped' '$L'"
 check "a server left running by a file that passed is stopped and a failure" \

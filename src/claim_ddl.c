@@ -77,7 +77,7 @@
 #include "base_spi.h"
 #include "claim_ddl.h"
 #include "claim_key.h"
-#include "claim_query.h"
+#include "claim_hint.h"
 #include "claim_store.h"
 #include "compat.h"
 

@@ -33,7 +33,7 @@
 #include "claim_ddl.h"
 #include "claim_ddl_type.h"
 #include "claim_key.h"
-#include "claim_query.h"
+#include "claim_hint.h"
 #include "claim_store.h"
 #include "base_limits.h"
 

@@ -34,7 +34,7 @@
 #include "base_store.h"
 #include "claim_key.h"
 #include "claim_manage.h"
-#include "claim_query.h"
+#include "claim_hint.h"
 #include "claim_store.h"
 
 /*
@@ -287,7 +287,6 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 	int			nmine = 0;
 	int			ndone;
 
-	memset(done, 0, sizeof(bool) * nkeys);
 	if (nkeys == 0)
 		return 0;
 
@@ -296,14 +295,16 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 	 * first): a caller must not be able to hold up the claims of rows it does
 	 * not hold.  The read under the locks decides.
 	 */
+	(void) dlock_claim_store_held_keys(t->claim_relid, keys, nkeys, holder,
+									   role, done);
 	for (int i = 0; i < nkeys; i++)
 	{
-		CHECK_FOR_INTERRUPTS();
-		if (dlock_claim_store_held(t->claim_relid, keys[i], holder, role))
+		if (done[i])
 		{
 			at[nmine] = i;
 			mine[nmine++] = keys[i];
 		}
+		done[i] = false;
 	}
 	lock_keys(t->claim_relid, mine, nmine, ExclusiveLock);
 	ndone = dlock_claim_store_delete_held(t->claim_relid, mine, nmine, holder,

@@ -16,22 +16,13 @@
  * claim is running (an outer call of a nested claim) is never freed.  The
  * plans of an older build of a table's target are freed when a claim meets
  * the new one: their text names what may no longer exist (a renamed
- * schema) or is now another table, and their step hints are in the old
- * key type.
+ * schema) or is now another table.
  *
  * Stepping over held rows.  Claims in the primary key's order (the
- * default, or order_by naming just that column) whose scan meets at least
- * DLOCK_STEP_MIN_ROWS held rows at the head of the order, before the first
- * row it can take, remember the last of them: the next claims of this
- * backend start after it (a bound on the primary key), as long as none of
- * those claims can have changed: until the first of them expires, no
- * claim has been given back (dlock_unclaim, dlock_reset_claims,
- * dlock_release_all; completion gives back rows that are done), and no
- * transaction of this backend rolled back.  Rows that come to match the
- * filter inside such a stretch (inserted, or updated back) are found once
- * the hint lapses, at the latest DLOCK_STEP_HORIZON_US later.  The count
- * of give-backs that end every backend's hints lives in shared memory
- * here (none without shared_preload_libraries: then no hints).
+ * default, or order_by naming just that column) keep a second plan, the
+ * same query with a bound on the primary key ("pk > $3"), which they run
+ * while the step hint of their query text holds (claim_hint.c: where the
+ * held rows at the head of the order end, learned by any backend's claim).
  *
  *-------------------------------------------------------------------------
  */
@@ -49,11 +40,9 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "claim_hint.h"
 #include "claim_query.h"
 #include "claim_unheld.h"
-
-#define DLOCK_STEP_MIN_ROWS		1000
-#define DLOCK_STEP_HORIZON_US	(10 * USECS_PER_SEC)
 
 /*
  *	SELECT ROW(tbl.*)::schema.tbl, tbl.pk FROM [ONLY] schema.tbl
@@ -232,38 +221,23 @@ typedef struct UserPlan
 	SPIPlanPtr	plan;
 
 	/*
-	 * Stepping over the held rows at the head of the order: the
-	 * same query with "pk > $3" (or < for a descending order), and the bound
-	 * learned by an earlier claim, valid until hint_until and as long as no
-	 * claim has been given back since (hint_returns).
+	 * Stepping over the held rows at the head of the order: the same query
+	 * with "pk > $3" (or < for a descending order), run while the hint of
+	 * this query text holds.
 	 */
 	int			step_dir;		/* 1: pk ascending, -1: descending, 0: cannot */
 	char	   *bounded_sql;
 	SPIPlanPtr	bounded;		/* prepared on first use */
-	bool		hint;
-	Datum		hint_bound;
-	TimestampTz hint_until;
-	uint64		hint_returns;
-	int16		typlen;
-	bool		byval;
+	ClaimHint	hint;
 } UserPlan;
 
 static List *user_plans = NIL;	/* most recently used first */
 static bool xact_callback_registered = false;
 
-static void
-forget_hint(UserPlan *up)
-{
-	if (up->hint && !up->byval)
-		pfree(DatumGetPointer(up->hint_bound));
-	up->hint = false;
-}
-
 /*
  * No claim runs once the top-level transaction has ended: a plan marked
  * busy by a claim that failed (and whose error was caught below it) is
- * free again.  A transaction that rolls back may have learned step hints
- * from its own claims, which are gone now: forget them all.
+ * free again.
  */
 static void
 user_plans_xact_callback(XactEvent event, void *arg)
@@ -274,26 +248,7 @@ user_plans_xact_callback(XactEvent event, void *arg)
 		event != XACT_EVENT_PREPARE)
 		return;
 	foreach(lc, user_plans)
-	{
-		UserPlan   *up = lfirst(lc);
-
-		up->busy = 0;
-		if (event == XACT_EVENT_ABORT)
-			forget_hint(up);
-	}
-}
-
-/* a subtransaction rolled back: its claims are gone, and so are the hints */
-static void
-user_plans_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-							SubTransactionId parentSubid, void *arg)
-{
-	ListCell   *lc;
-
-	if (event != SUBXACT_EVENT_ABORT_SUB)
-		return;
-	foreach(lc, user_plans)
-		forget_hint(lfirst(lc));
+		((UserPlan *) lfirst(lc))->busy = 0;
 }
 
 static void
@@ -302,7 +257,6 @@ free_user_plan(UserPlan *up)
 	SPI_freeplan(up->plan);
 	if (up->bounded)
 		SPI_freeplan(up->bounded);
-	forget_hint(up);
 	pfree(up->sql);
 	if (up->bounded_sql)
 		pfree(up->bounded_sql);
@@ -380,7 +334,6 @@ user_plan(const ClaimRequest *req)
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(user_plans_xact_callback, NULL);
-		RegisterSubXactCallback(user_plans_subxact_callback, NULL);
 		xact_callback_registered = true;
 	}
 	foreach(lc, user_plans)
@@ -410,8 +363,7 @@ user_plan(const ClaimRequest *req)
 	if (up->step_dir != 0)
 		up->bounded_sql = MemoryContextStrdup(TopMemoryContext,
 											  query_sql(req, up->step_dir));
-	up->typlen = t->pk_typlen;
-	up->byval = t->pk_byval;
+	dlock_claim_hint_init(&up->hint, t, up->step_dir, sql);
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	user_plans = lcons(up, user_plans);
@@ -420,101 +372,23 @@ user_plan(const ClaimRequest *req)
 	return up;
 }
 
-/* give-backs of claims on rows that may still match (unclaim, reset,
- * release_all), in shared memory: NULL without it */
-static pg_atomic_uint64 *claim_returns = NULL;
-
-/* A claim was given back: every backend's hints lapse. */
-void
-dlock_claim_returns_bump(void)
-{
-	if (claim_returns != NULL)
-		pg_atomic_fetch_add_u64(claim_returns, 1);
-}
-
-/* shmem_request_hook (dlock.c) */
-void
-dlock_claim_query_shmem_request(void)
-{
-	RequestAddinShmemSpace(sizeof(pg_atomic_uint64));
-}
-
-/* shmem_startup_hook (dlock.c), under AddinShmemInitLock */
-void
-dlock_claim_query_shmem_startup(void)
-{
-	bool		found;
-
-	claim_returns = ShmemInitStruct("dlock claim returns", sizeof(pg_atomic_uint64),
-									&found);
-	if (!found)
-		pg_atomic_init_u64(claim_returns, 0);
-}
-
 /*
  * The plan to run for the next query of a claim: the one with a bound
- * (*bound set, *bounded true) while a step hint holds, else the plain
- * one.  *returns is the count of give-backs read now (before the query
- * runs), to learn a new hint with; without shared memory, *bounded is
- * false and *returns PG_UINT64_MAX (no hints).
+ * (*bound set, *bounded true) while the step hint of its text holds (read
+ * into h), else the plain one.
  */
 static SPIPlanPtr
-choose_plan(UserPlan *up, const ClaimRequest *req, Datum *bound,
-			bool *bounded, uint64 *returns)
+choose_plan(UserPlan *up, const ClaimRequest *req, ClaimHint *h,
+			Datum *bound, bool *bounded)
 {
-	bool		have = claim_returns != NULL;
-
-	*returns = have ? pg_atomic_read_u64(claim_returns) : PG_UINT64_MAX;
 	*bounded = false;
-	if (!up->hint)
+	if (!dlock_claim_hint_read(h))
 		return up->plan;
-	if (!have || *returns != up->hint_returns ||
-		GetCurrentTimestamp() >= up->hint_until)
-	{
-		forget_hint(up);
-		return up->plan;
-	}
 	if (up->bounded == NULL)
 		up->bounded = prepare_plan(req, up->bounded_sql, 3);
-	*bound = up->hint_bound;
+	*bound = h->bound;
 	*bounded = true;
 	return up->bounded;
-}
-
-/*
- * A claim's query found a long stretch of held rows at the head of its
- * order (after the bound, if it ran with one), the last of them with
- * primary key last, all held until at least until: later claims start
- * after it, as long as no claim is given back (returns, read before the
- * query ran) and until that time.
- */
-static void
-learn_hint(UserPlan *up, bool bounded, uint64 returns, Datum last,
-		   TimestampTz until)
-{
-	Datum		copy;
-
-	if (up->step_dir == 0)
-		return;
-	if (bounded && up->hint)
-		until = Min(until, up->hint_until);
-	copy = up->byval ? last :
-		datumCopy(last, false, up->typlen);
-	if (!up->byval)
-	{
-		/* datumCopy allocates where we are: move it where it can stay */
-		Size		len = datumGetSize(last, false, up->typlen);
-		void	   *kept = MemoryContextAlloc(TopMemoryContext, len);
-
-		memcpy(kept, DatumGetPointer(copy), len);
-		pfree(DatumGetPointer(copy));
-		copy = PointerGetDatum(kept);
-	}
-	forget_hint(up);
-	up->hint = true;
-	up->hint_bound = copy;
-	up->hint_until = until;
-	up->hint_returns = returns;
 }
 
 /*
@@ -529,18 +403,21 @@ dlock_claim_query_run(const ClaimRequest *req, Datum tried, int need)
 	const ClaimTarget *t = req->target;
 	MemoryContext cxt = CurrentMemoryContext;
 	UserPlan   *up = user_plan(req);
+	ClaimHint	hint = up->hint;
 	ClaimScan	scan;
 	Datum		values[3];
 	bool		bounded;
-	uint64		returns;
 	SPIPlanPtr	plan;
 	int			rc = 0;
 
 	values[0] = tried;
 	values[1] = Int64GetDatum(dlock_claim_ticket());
-	plan = choose_plan(up, req, &values[2], &bounded, &returns);
+	dlock_claim_hint_start(&hint);
+	plan = choose_plan(up, req, &hint, &values[2], &bounded);
 
-	dlock_claim_scan_begin(&scan, t, up->step_dir != 0);
+	/* a scan after the bound continues the stretch the hint vouches for */
+	dlock_claim_scan_begin(&scan, t, hint.enabled ? &hint : NULL,
+						   bounded ? hint.until : DT_NOEND);
 	/* errors in the caller's filter or order_by name the caller's text */
 	PG_TRY();
 	{
@@ -554,10 +431,9 @@ dlock_claim_query_run(const ClaimRequest *req, Datum tried, int need)
 	PG_END_TRY();
 	dlock_claim_scan_end(&scan, false);
 
-	if (scan.nlead >= DLOCK_STEP_MIN_ROWS && returns != PG_UINT64_MAX)
-		learn_hint(up, bounded, returns, scan.lead_last,
-				   Min(scan.lead_until,
-					   GetCurrentTimestamp() + DLOCK_STEP_HORIZON_US));
+	if (hint.enabled && scan.nlead > 0)
+		dlock_claim_hint_learn(&hint, scan.nlead, scan.lead_last,
+							   scan.lead_until);
 	if (up->busy > 0)
 		up->busy--;
 

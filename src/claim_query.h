@@ -30,8 +30,5 @@ typedef struct ClaimRequest
 
 extern uint64 dlock_claim_query_run(const ClaimRequest *req, Datum tried,
 									int need);
-extern void dlock_claim_returns_bump(void);
-extern void dlock_claim_query_shmem_request(void);
-extern void dlock_claim_query_shmem_startup(void);
 
 #endif							/* DLOCK_CLAIM_QUERY_H */

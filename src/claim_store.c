@@ -182,6 +182,32 @@ dlock_claim_store_held(Oid relid, text *key, text *holder, Oid role)
 }
 
 /*
+ * Which of keys[0..n-1] holder and role hold unexpired claims on: held[i];
+ * one open of the table and its index for them all.  Returns how many.
+ */
+int
+dlock_claim_store_held_keys(Oid relid, text **keys, int n, text *holder,
+							Oid role, bool *held)
+{
+	DlockStore	s;
+	int			nheld = 0;
+
+	claim_open(&s);
+	dlock_store_batch_begin(&s, 2);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		held[i] = fetch_claim(&s, relid, keys[i]) &&
+			fetched_held(&s, holder, role);
+		if (held[i])
+			nheld++;
+	}
+	dlock_store_batch_end(&s);
+	dlock_store_close(&s);
+	return nheld;
+}
+
+/*
  * Read the claims on keys[0..n-1] (locked by the caller) at the latest
  * committed state: found[i] says whether keys[i] has a claim row, and if
  * so live[i] whether it is held unexpired, attempts[i] how often it was

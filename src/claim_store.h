@@ -22,6 +22,8 @@ extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
 extern void dlock_claim_probe_end(DlockClaimProbe *p);
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);
+extern int	dlock_claim_store_held_keys(Oid relid, text **keys, int n,
+										text *holder, Oid role, bool *held);
 extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
 									 bool *found, bool *live, int *attempts,
 									 bool *poisoned);

@@ -12,7 +12,9 @@
  * held, and its row is stepped over without a row lock or a wait.  A
  * claim query (claim_query.c) passes its ticket, and its rows are checked
  * through the probe its ClaimScan keeps open for the query; held rows met
- * at the head of its order are noted for its step hints.
+ * at the head of its order are noted and published for the step hints
+ * (claim_hint.c), and rows inside a stretch another backend has published
+ * are held without a probe.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,6 +52,9 @@ note_checked(ClaimScan *a, bool held, TimestampTz settled_until,
 	old = MemoryContextSwitchTo(a->cxt);
 	a->lead_last = datumCopy(value, t->pk_byval, t->pk_typlen);
 	MemoryContextSwitchTo(old);
+	/* claims scanning the same stretch now need not check these rows */
+	if (a->nlead % 128 == 0)
+		dlock_claim_hint_learn(a->hint, a->nlead, a->lead_last, a->lead_until);
 }
 
 /*
@@ -100,6 +105,12 @@ dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
 				 errmsg("dlock_claim_unheld with a ticket is only for dlock_claim's own query"),
 				 errhint("Call dlock_claim_unheld(tbl, key) without a ticket.")));
 	t = a->target;
+	if (a->leading && a->hint != NULL &&
+		dlock_claim_hint_covers(a->hint, value, &settled_until))
+	{
+		note_checked(a, true, settled_until, value);
+		return true;
+	}
 	if (!t->io_needs_pin)
 		key = dlock_claim_key_id(dlock_claim_key_text(t, value, type)); /* the hot path */
 	else
@@ -145,18 +156,21 @@ dlock_claim_row_held(Oid relid, Datum value, Oid type)
 
 /*
  * The claim query of a claim on table t starts: its rows are checked
- * through s until dlock_claim_scan_end.  leading: its order can step over
- * held rows at its head (claim_query.c), so note them.
+ * through s until dlock_claim_scan_end.  hint: its order can step over
+ * held rows at its head (claim_query.c), so note them; until: when the
+ * stretch before its first row lapses (after a bound: the hint's time).
  */
 void
-dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t, bool leading)
+dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t, ClaimHint *hint,
+					   TimestampTz until)
 {
 	s->target = t;
 	s->probe = dlock_claim_probe_begin(t->claim_relid);
 	s->cxt = CurrentMemoryContext;
-	s->leading = leading;
+	s->hint = hint;
+	s->leading = hint != NULL;
 	s->nlead = 0;
-	s->lead_until = DT_NOEND;
+	s->lead_until = until;
 	s->lead_last = (Datum) 0;
 	s->next = active_claims;
 	active_claims = s;

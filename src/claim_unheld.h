@@ -11,6 +11,7 @@
 
 #include "datatype/timestamp.h"
 
+#include "claim_hint.h"
 #include "claim_store.h"
 #include "claim_target.h"
 
@@ -24,6 +25,8 @@ typedef struct ClaimScan
 	const ClaimTarget *target;
 	DlockClaimProbe *probe;
 	MemoryContext cxt;			/* the claim's, for lead_last */
+	ClaimHint  *hint;			/* its query's step hint, or NULL: its order
+								 * cannot step over held rows */
 	bool		leading;		/* every row checked so far was held */
 	int64		nlead;			/* how many */
 	TimestampTz lead_until;		/* the first of their claims to lapse */
@@ -33,7 +36,7 @@ typedef struct ClaimScan
 
 extern int64 dlock_claim_ticket(void);
 extern void dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t,
-								   bool leading);
+								   ClaimHint *hint, TimestampTz until);
 extern void dlock_claim_scan_end(ClaimScan *s, bool failed);
 extern bool dlock_claim_row_held(Oid relid, Datum value, Oid type);
 extern bool dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type,

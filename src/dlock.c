@@ -7,7 +7,7 @@
  *
  * Each part of dlock that keeps something in shared memory declares,
  * sizes and initialises it itself (the wait queue in wait.c, the counters
- * in base_stats.c, the claims' give-back count in claim_query.c, the abandoned
+ * in base_stats.c, the claims' step hints and give-back count in claim_hint.c, the abandoned
  * hand-over grants in wait_abandon.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
@@ -28,7 +28,7 @@
 #include "wait_abandon.h"
 #include "base_settings.h"
 #include "base_stats.h"
-#include "claim_query.h"
+#include "claim_hint.h"
 #include "wait.h"
 #include "watch.h"
 #include "lease_xact.h"
@@ -47,7 +47,7 @@ dlock_shmem_request(void)
 		prev_shmem_request_hook();
 	dlock_wait_shmem_request();
 	dlock_stats_shmem_request();
-	dlock_claim_query_shmem_request();
+	dlock_claim_hint_shmem_request();
 	dlock_watch_shmem_request();	/* watch (issue 26) */
 	dlock_abandon_shmem_request();
 }
@@ -60,7 +60,7 @@ dlock_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	dlock_wait_shmem_startup();
 	dlock_stats_shmem_startup();
-	dlock_claim_query_shmem_startup();
+	dlock_claim_hint_shmem_startup();
 	dlock_watch_shmem_startup();	/* watch (issue 26) */
 	dlock_abandon_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
