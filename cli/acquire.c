@@ -94,36 +94,16 @@ acquire_lease(Db *db, const Options *o, char *token, size_t len)
 /*
  * --slots and --shared call functions that dlock 0.4 added: against an
  * older extension they are missing (42883, DB_NOT_INSTALLED) though dlock
- * is installed.  Then say which version is there and how to update it,
- * rather than ask whether dlock is installed.  Otherwise (dlock missing,
- * 0.4 or later but not found, no answer) db_failure's message about the
- * failed call.
+ * is installed: say so (db_older_than), else db_failure's message.
  */
 static int
 option_failure(Db *db, const Options *o, DbResult rc)
 {
-	char		error[sizeof(db->error)];
-	char		sqlstate[sizeof(db->sqlstate)];
-	char		version[64];
-	int			major,
-				minor;
-
-	memcpy(error, db->error, sizeof(error));
-	memcpy(sqlstate, db->sqlstate, sizeof(sqlstate));
-	if (db_extversion(db, version, sizeof(version)) == DB_OK &&
-		sscanf(version, "%d.%d", &major, &minor) == 2 &&
-		(major < 0 || (major == 0 && minor < 4)))
+	if (db_older_than(db, "0.4", o->shared ? "--shared" : "--slots"))
 	{
 		db_close(db);
-		fprintf(stderr, "dlock: %s needs the dlock extension 0.4 or later; this database"
-				" has %s\n", o->shared ? "--shared" : "--slots", version);
-		fprintf(stderr, "dlock: HINT:  Update it in this database with ALTER EXTENSION"
-				" dlock UPDATE, as its owner or a superuser.\n");
 		return EXIT_UNAVAIL;
 	}
-	db_close(db);
-	memcpy(db->error, error, sizeof(error));
-	memcpy(db->sqlstate, sqlstate, sizeof(sqlstate));
 	return db_failure(db, rc);
 }
 

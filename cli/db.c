@@ -457,19 +457,43 @@ now_ms(void)
 }
 
 /*
- * The version of the dlock extension installed in this database, in
- * out[outlen]: DB_OK, DB_NULL if dlock is not installed, or the failure.
- * Asked on the error path only, when a call found a function missing:
- * is dlock missing, or older than the call needs?  No signal interrupts
- * it, and it gives up after 10 s.
+ * After a call found a function missing: whether the dlock extension of
+ * this database is older than version ("0.4"), which what (an option, a
+ * command) needs; if so, says so and how to update, on stderr.  Asks the
+ * database only then; keeps the failed call's error for db_failure.  No
+ * signal interrupts the question, and it gives up after 10 s.
  */
-DbResult
-db_extversion(Db *db, char *out, size_t outlen)
+bool
+db_older_than(Db *db, const char *version, const char *what)
 {
+	char		error[sizeof(db->error)];
+	char		sqlstate[sizeof(db->sqlstate)];
+	char		have[64];
+	int			major,
+				minor,
+				need_major,
+				need_minor;
+	bool		older;
+
+	memcpy(error, db->error, sizeof(error));
+	memcpy(sqlstate, db->sqlstate, sizeof(sqlstate));
 	db->on_wake = NULL;
 	db->deadline = now_ms() + 10000;
-	return db_call(db, "SELECT extversion FROM pg_catalog.pg_extension"
-				   " WHERE extname = 'dlock'", 0, NULL, out, outlen);
+	older = db_call(db, "SELECT extversion FROM pg_catalog.pg_extension"
+					" WHERE extname = 'dlock'", 0, NULL, have, sizeof(have)) == DB_OK &&
+		sscanf(have, "%d.%d", &major, &minor) == 2 &&
+		sscanf(version, "%d.%d", &need_major, &need_minor) == 2 &&
+		(major < need_major || (major == need_major && minor < need_minor));
+	memcpy(db->error, error, sizeof(error));
+	memcpy(db->sqlstate, sqlstate, sizeof(sqlstate));
+	if (older)
+	{
+		fprintf(stderr, "dlock: %s needs the dlock extension %s or later; this database"
+				" has %s\n", what, version, have);
+		fprintf(stderr, "dlock: HINT:  Update it in this database with ALTER EXTENSION"
+				" dlock UPDATE, as its owner or a superuser.\n");
+	}
+	return older;
 }
 
 /* The message and exit code of a failed call. */

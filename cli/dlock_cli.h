@@ -90,7 +90,7 @@ extern DbResult db_rows(Db *db, const char *sql, int nparams,
 extern char *interval_text(long long ms, char *buf, size_t len);
 extern void print_lines(FILE *f, const char *text);
 extern long long now_ms(void);
-extern DbResult db_extversion(Db *db, char *out, size_t outlen);
+extern bool db_older_than(Db *db, const char *version, const char *what);
 extern int	db_failure(Db *db, DbResult rc);
 
 /* args.c */

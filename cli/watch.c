@@ -262,6 +262,11 @@ parse_watch_args(int argc, char **argv, WatchOptions *o)
 static int
 watch_failure(Db *db, DbResult rc)
 {
+	if (rc == DB_NOT_INSTALLED && db_older_than(db, "0.4", "dlock watch"))
+	{
+		db_close(db);
+		return EXIT_UNAVAIL;
+	}
 	fprintf(stderr, "dlock: %s", db->error[0] ? db->error : "no answer\n");
 	if (rc == DB_NOT_INSTALLED)
 		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");

@@ -202,7 +202,8 @@ shared-over-lease@src/lease_read.c@\tif (slots == DLOCK_SLOTS_SHARED)\n\t\tretur
 cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args
 cli-slots-ignored@cli/acquire.c@\tif (o->slots > 0)\n\t{@\tif (false)\n\t{@tap:081_cli_args
 cli-old-extension-unexplained@cli/acquire.c@\tif (rc == DB_NOT_INSTALLED && (o->slots > 0 || o->shared))@\tif (false)@tap:081_cli_args
-cli-old-extension-version-ignored@cli/acquire.c@(major < 0 || (major == 0 && minor < 4)))@(major < 0))@tap:081_cli_args
+cli-old-extension-version-ignored@cli/db.c@(major < need_major || (major == need_major && minor < need_minor));@(major < need_major);@tap:081_cli_args
+cli-watch-old-extension-unexplained@cli/watch.c@	if (rc == DB_NOT_INSTALLED && db_older_than(db, "0.4", "dlock watch"))@	if (false)@tap:081_cli_args
 multi-unsorted@src/lease_multi.c@\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@\tif (false)\n\t\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@regress:lease_multi isolation:multi_opposite_order
 multi-no-undo@src/lease_multi.c@\telse\n\t\tRollbackAndReleaseCurrentSubTransaction();@\telse\n\t\tReleaseCurrentSubTransaction();@regress:lease_multi isolation:multi_fifo
 multi-deadline-per-key@src/lease_multi.c@left = Max(deadline - GetCurrentTimestamp(), 0);@left = wait_us;@isolation:multi_fifo

@@ -16,8 +16,8 @@
 #    the limits themselves are accepted;
 #  - every non-zero exit prints one reason line on standard error, each
 #    line starting "dlock: " (75, 70, 69, 64, CMD's failure);
-#  - --slots and --shared against a database whose dlock is 0.3 say that
-#    the option needs 0.4 and how to update (69), not "is dlock installed?";
+#  - --slots, --shared and watch against a database whose dlock is 0.3 say
+#    that they need 0.4 and how to update (69), not "is dlock installed?";
 #  - list shows the caller's own leases whatever its role's name ("Bob" is
 #    not bob; "x.y z" works); status does not call a key free when the
 #    caller cannot see every role's leases (77, "held": null), and does for
@@ -334,6 +334,15 @@ for my $opt ([ '--slots', '2' ], [ '--shared' ])
 		reason_lines_ok($err, "$cmd->[0] $opt->[0] against dlock 0.3");
 	}
 }
+# dlock watch (dlock_leader and dlock_watch came with 0.4) says the same
+($rc, $out, $err) = dl('watch', 'cli:old', '-d', $old03);
+ok( $rc == 69
+	  && $err =~ /^dlock: dlock watch needs the dlock extension 0\.4 or later; this database has 0\.3$/m
+	  && $err =~ /^dlock: HINT:  .*ALTER EXTENSION dlock UPDATE/m
+	  && $err !~ /is the dlock extension installed/,
+	'watch against dlock 0.3: the version and the update, 69')
+  or diag("exit $rc, stderr: $err");
+reason_lines_ok($err, 'watch against dlock 0.3');
 # a lease is there in 0.3, and a database without dlock still gets asked
 ($rc, $out, $err) = dl('acquire', 'cli:old', '--holder', 'h', '-d', $old03);
 ok($rc == 0 && $out =~ /^\d+$/, 'acquire without --slots against dlock 0.3: a token') or diag($err);
