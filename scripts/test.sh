@@ -57,7 +57,9 @@
 #                          (scripts/test-matrix.sh in CI: what does not differ
 #                          by PostgreSQL version runs once, on this machine)
 #   DLOCK_FAIL_FAST=1      stop at the first failure: a suite that failed
-#                          leaves the later suites (and TAP files) out
+#                          leaves the later suites (and TAP files) out, and
+#                          isolation specs run one at a time, in the order
+#                          given, up to the first that fails
 #                          (scripts/mutate.sh: one failure kills a mutant)
 #   DLOCK_IGNORE_WARNINGS=1  compiler warnings do not count as a failure
 #                          (scripts/mutate.sh: a mutant may leave a variable unused)
@@ -531,10 +533,24 @@ elif fail_fast isolation; then
     :
 elif [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
     T_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-$((60 * $(wc -w <<<"$I_LIST") + 60))}
-    run_suite isolation DLOCK_TIMEOUT_ISOLATION "$T_ISOLATION" REGRESS= TAP_TESTS= ISOLATION="${I_LIST% }"
-    count_pg_regress isolation
-    if [ "$SUITE_RC" -ne 0 ]; then
-        show_file "$BUILD/output_iso/regression.diffs" 300
+    if [ "${DLOCK_FAIL_FAST:-0}" = 1 ]; then
+        # one spec at a time, in the order given, up to the first failure
+        for spec in $I_LIST; do
+            run_suite isolation DLOCK_TIMEOUT_ISOLATION "$T_ISOLATION" REGRESS= TAP_TESTS= ISOLATION="$spec"
+            count_pg_regress isolation
+            if [ "$SUITE_RC" -ne 0 ]; then
+                show_file "$BUILD/output_iso/regression.diffs" 300
+                [ "$spec" = "$(awk '{print $NF}' <<<"$I_LIST")" ] ||
+                    echo "==> [isolation] the specs after $spec left out (DLOCK_FAIL_FAST=1)"
+                break
+            fi
+        done
+    else
+        run_suite isolation DLOCK_TIMEOUT_ISOLATION "$T_ISOLATION" REGRESS= TAP_TESTS= ISOLATION="${I_LIST% }"
+        count_pg_regress isolation
+        if [ "$SUITE_RC" -ne 0 ]; then
+            show_file "$BUILD/output_iso/regression.diffs" 300
+        fi
     fi
 else
     echo "==> [isolation] FAIL: no isolation test to run (ISOLATION: '${V_ISOLATION}')"
