@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * claim_store.c
- *		Every read and write of dlock.claim, with claim_store_spi.c.  This
- *		file has the per-row hot paths, which go to the table directly,
- *		without SPI (the claim query's per-row check, the claim fence's
- *		lookup, completion's give-back, and the insert of new claims); the
- *		writes and sweeps of many rows run as SQL, in claim_store_spi.c.  No
- *		other file touches dlock.claim.
+ *		Every read and write of dlock.claim, with claim_store_probe.c (the
+ *		claim query's per-row check) and claim_store_spi.c (the writes and
+ *		sweeps of many rows, as SQL).  This file opens the table and has
+ *		the other per-row hot paths, which go to the table directly, without
+ *		SPI (the claim fence's lookup, completion's give-back, and the
+ *		insert of new claims).  No other file touches dlock.claim.
  *
  * Lookups go through the primary key (relid, key) at the latest committed
  * state (base_store.c).  Every writer of a claim row holds that row's key lock
@@ -48,26 +48,10 @@
 #include "base_keys.h"
 #include "base_store.h"
 #include "claim_store.h"
+#include "claim_store_int.h"
 #include "compat.h"
 #include "base_limits.h"
 
-/* columns of dlock.claim, as dlock--0.1.sql creates it and 0.4 extends it */
-enum
-{
-	Anum_relid = 1,
-	Anum_key,
-	Anum_holder,
-	Anum_owner,
-	Anum_token,
-	Anum_ttl_us,
-	Anum_claimed_at,
-	Anum_expires_at,
-	Anum_attempts,
-	Anum_poisoned_at,
-	Anum_long_key,				/* 0.4: the key text of a digest key */
-	Natts_claim_table = Anum_long_key,
-	Natts_claim_table_03 = Anum_poisoned_at
-};
 
 /*
  * The number of columns of dlock.claim (0: no such table), kept until a
@@ -115,8 +99,8 @@ claim_natts(void)
  * library was updated, the extension not yet: no long_key column, so a
  * digest key's text is not kept).
  */
-static void
-claim_open(DlockStore *s)
+void
+dlock_claim_store_open(DlockStore *s)
 {
 	dlock_store_open(s, "claim", claim_natts() == Natts_claim_table_03 ?
 					 Natts_claim_table_03 : Natts_claim_table);
@@ -175,7 +159,7 @@ dlock_claim_store_held(Oid relid, text *key, text *holder, Oid role)
 	DlockStore	s;
 	bool		held;
 
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	held = fetch_claim(&s, relid, key) && fetched_held(&s, holder, role);
 	dlock_store_close(&s);
 	return held;
@@ -193,7 +177,7 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 {
 	DlockStore	s;
 
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
@@ -223,7 +207,7 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 	DlockStore	s;
 	int			ndone = 0;
 
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
@@ -286,7 +270,7 @@ dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
 
 	if (n <= 0)
 		return;
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	rel = s.rel;
 	estate = CreateExecutorState();
 	rri = makeNode(ResultRelInfo);
@@ -339,92 +323,4 @@ dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
 	FreeExecutorState(estate);
 	dlock_store_close(&s);
 	CommandCounterIncrement();
-}
-
-/*
- * The claim query's per-row check (dlock_claim_unheld): whether a row of
- * the user's table is held, looked up as the scan reaches the row, before
- * its row lock, through dlock.claim's primary key.  One index scan is
- * opened per claim query and re-keyed for every row.  It reads with a
- * dirty snapshot: claims committed, and claims another transaction is
- * writing or deleting right now, count as held; the claimer re-reads
- * every candidate under its key lock before writing (claim.c), so a row
- * this check lets through by mistake is only dropped later, never handed
- * out twice.
- */
-struct DlockClaimProbe
-{
-	DlockStore	s;
-	IndexScanDesc scan;
-	SnapshotData dirty;
-	Oid			relid;
-	TimestampTz now;			/* claims expiring before this are free */
-	MemoryContext cxt;			/* the scan's: it outlives each row's check */
-};
-
-DlockClaimProbe *
-dlock_claim_probe_begin(Oid relid)
-{
-	DlockClaimProbe *p = palloc0(sizeof(DlockClaimProbe));
-
-	claim_open(&p->s);
-	InitDirtySnapshot(p->dirty);
-	p->scan = dlock_index_beginscan(p->s.rel, p->s.idx, &p->dirty, 2);
-	p->relid = relid;
-	p->now = GetCurrentTimestamp();
-	p->cxt = CurrentMemoryContext;
-	return p;
-}
-
-/*
- * A claim row of key (relid, key) is live or poisoned.  If so, and that
- * claim is committed and no open transaction is changing it,
- * *settled_until is when it can next change by itself (its expiry; the
- * end of time for a poison mark), else 0.
- */
-bool
-dlock_claim_probe_held(DlockClaimProbe *p, text *key,
-					   TimestampTz *settled_until)
-{
-	ScanKeyData skeys[2];
-	TupleTableSlot *slot = p->s.slot;
-	bool		held = false;
-	MemoryContext old;
-
-	*settled_until = 0;
-	/* what the index scan keeps between rows (btree's killed items) */
-	old = MemoryContextSwitchTo(p->cxt);
-	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(p->relid));
-	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-						   p->s.idx->rd_indcollation[1], F_TEXTEQ,
-						   PointerGetDatum(key));
-	index_rescan(p->scan, skeys, 2, NULL, 0);
-	/* a row being updated shows both versions to a dirty snapshot */
-	while (!held && index_getnext_slot(p->scan, ForwardScanDirection, slot))
-	{
-		bool		poisoned;
-
-		slot_getallattrs(slot);
-		poisoned = !slot->tts_isnull[Anum_poisoned_at - 1];
-		held = poisoned ||
-			(!slot->tts_isnull[Anum_holder - 1] &&
-			 DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) > p->now);
-		/* the dirty snapshot names an open inserter or deleter */
-		if (held && !TransactionIdIsValid(p->dirty.xmin) &&
-			!TransactionIdIsValid(p->dirty.xmax))
-			*settled_until = poisoned ? DT_NOEND :
-				DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]);
-	}
-	ExecClearTuple(slot);
-	MemoryContextSwitchTo(old);
-	return held;
-}
-
-void
-dlock_claim_probe_end(DlockClaimProbe *p)
-{
-	index_endscan(p->scan);
-	dlock_store_close(&p->s);
-	pfree(p);
 }

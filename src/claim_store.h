@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * claim_store.h
- *		Every read and write of dlock.claim: per-row paths without SPI
+ *		Every read and write of dlock.claim: the claim query's per-row
+ *		check (claim_store_probe.c), the other per-row paths without SPI
  *		(claim_store.c), writes and sweeps of many rows as SQL
  *		(claim_store_spi.c).
  *
@@ -12,14 +13,16 @@
 
 #include "datatype/timestamp.h"
 
-/* claim_store.c */
+/* claim_store_probe.c */
 typedef struct DlockClaimProbe DlockClaimProbe;
 
-extern bool dlock_claim_store_has_long_key(void);
 extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
 extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
 								   TimestampTz *settled_until);
 extern void dlock_claim_probe_end(DlockClaimProbe *p);
+
+/* claim_store.c */
+extern bool dlock_claim_store_has_long_key(void);
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);
 extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
