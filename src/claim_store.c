@@ -2,11 +2,12 @@
  *
  * claim_store.c
  *		Every read and write of dlock.claim, with claim_store_probe.c (the
- *		claim query's per-row check) and claim_store_spi.c (the writes and
- *		sweeps of many rows, as SQL).  This file opens the table and has
- *		the other per-row hot paths, which go to the table directly, without
- *		SPI (the claim fence's lookup, completion's give-back, and the
- *		insert of new claims).  No other file touches dlock.claim.
+ *		claim query's per-row check) and claim_store_spi.c (the holders'
+ *		writes and the sweeps of many rows, as SQL).  This file opens the
+ *		table and has the hot paths: a claim batch's lookup and its one
+ *		write (claim_batch.c), the claim fence's lookup and completion's
+ *		give-back, which go to the table directly, without SPI.  No other
+ *		file touches dlock.claim.
  *
  * Lookups go through the primary key (relid, key) at the latest committed
  * state (base_store.c).  Every writer of a claim row holds that row's key lock
@@ -22,6 +23,13 @@
  * has a claim row, so the primary key can only object if that protocol
  * is broken; then it raises its usual unique violation.
  *
+ * A claim batch's write does, in one call, everything the batch decided:
+ * poison marks and claims again are SQL plans (prepared once and kept:
+ * they are conditional updates of rows that exist, which is what SQL does
+ * well), first claims the multi-row insert, and the claims again whose
+ * claim row a sweep deleted meanwhile are written anew here too, so a
+ * claim enters this file twice, a lookup and a write.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -34,7 +42,9 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "utils/builtins.h"
@@ -46,6 +56,7 @@
 #include "utils/snapmgr.h"
 
 #include "base_keys.h"
+#include "base_spi.h"
 #include "base_store.h"
 #include "claim_store.h"
 #include "claim_store_int.h"
@@ -323,4 +334,241 @@ dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
 	FreeExecutorState(estate);
 	dlock_store_close(&s);
 	CommandCounterIncrement();
+}
+
+/*
+ * One claim batch's write: SQL plans for the rows that have a claim row
+ * (prepared once and kept), the multi-row insert above for those that have
+ * none.
+ */
+/* Mark the claim rows of these keys poisoned (reached max_attempts). */
+static void
+poison_claims(Oid relid, text **keys, int n, TimestampTz now)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = TimestampTzGetDatum(now);
+	dlock_spi_run(dlock_spi_plan(&plan,
+								 "UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
+								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+								 "   AND poisoned_at IS NULL",
+								 3, types),
+				  values, NULL, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Claim again the rows of these keys that have a claim row: only where the
+ * claim is still free or expired at w->now and not poisoned, counting one
+ * more attempt.  Returns how many were claimed, with their keys and
+ * attempt counts in *got and *attempts.
+ */
+static int
+reclaim_claims(const DlockClaimWrite *w, text **keys, int n, text ***got,
+			   int **attempts)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
+	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[8];
+	int			nrows;
+
+	values[0] = ObjectIdGetDatum(w->relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = PointerGetDatum(w->holder);
+	values[3] = ObjectIdGetDatum(w->role);
+	values[4] = Int64GetDatum(w->token);
+	values[5] = Int64GetDatum(w->ttl_us);
+	values[6] = TimestampTzGetDatum(w->now);
+	values[7] = TimestampTzGetDatum(w->now + w->ttl_us);
+	nrows = (int) dlock_spi_run(dlock_spi_plan(&plan,
+											   "UPDATE " DLOCK_SCHEMA ".claim"
+											   "   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
+											   "       claimed_at = $7, expires_at = $8,"
+											   "       attempts = attempts OPERATOR(pg_catalog.+) 1"
+											   " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+											   "   AND poisoned_at IS NULL"
+											   "   AND (holder IS NULL"
+											   "        OR expires_at OPERATOR(pg_catalog.<=) $7)"
+											   " RETURNING key, attempts",
+											   8, types),
+								values, NULL, 0, SPI_OK_UPDATE_RETURNING);
+	*got = dlock_copy_key_column(nrows);
+	*attempts = palloc(sizeof(int) * Max(nrows, 1));
+	for (int r = 0; r < nrows; r++)
+	{
+		bool		isnull;
+
+		(*attempts)[r] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
+													 SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	return nrows;
+}
+
+/* order of positions of keys (the arg) by key */
+static int
+key_pos_cmp(const void *a, const void *b, void *arg)
+{
+	text	  **keys = (text **) arg;
+
+	return dlock_text_cmp(&keys[*(const int *) a], &keys[*(const int *) b]);
+}
+
+/*
+ * Note the claims again that reclaim_claims wrote, got[0..ngot-1] with
+ * their attempt counts, at their positions among keys; again[0..nagain-1]
+ * are the positions asked for.  Returns how many were noted.
+ */
+static int
+note_reclaimed(text **keys, int *again, int nagain, text **got,
+			   int *got_attempts, int ngot, int *attempts)
+{
+	int		   *by_key = palloc(sizeof(int) * nagain);
+	int			noted = 0;
+
+	memcpy(by_key, again, sizeof(int) * nagain);
+	qsort_arg(by_key, nagain, sizeof(int), key_pos_cmp, keys);
+	for (int r = 0; r < ngot; r++)
+	{
+		int			lo = 0,
+					hi = nagain - 1;
+
+		CHECK_FOR_INTERRUPTS();
+		while (lo <= hi)
+		{
+			int			mid = (lo + hi) / 2;
+			int			i = by_key[mid];
+			int			cmp = dlock_text_cmp(&got[r], &keys[i]);
+
+			if (cmp == 0)
+			{
+				if (attempts[i] == 0)
+				{
+					attempts[i] = got_attempts[r];
+					noted++;
+				}
+				break;
+			}
+			if (cmp < 0)
+				hi = mid - 1;
+			else
+				lo = mid + 1;
+		}
+	}
+	pfree(by_key);
+	return noted;
+}
+
+/*
+ * The claims again that reclaim_claims did not write because a sweep
+ * deleted their claim row after the caller read it (its delete committed
+ * while the update waited for it: maint_sweep.c) are of idle rows still:
+ * under their key locks, their claim rows are written anew, as first
+ * claims.  Returns how many were.
+ */
+static int
+write_swept(const DlockClaimWrite *w, text **keys, text **fulls, int *again,
+			int nagain, int *attempts)
+{
+	text	  **left = palloc(sizeof(text *) * nagain);
+	int		   *at = palloc(sizeof(int) * nagain);
+	text	  **swept_full = palloc(sizeof(text *) * nagain);
+	bool	   *found = palloc(sizeof(bool) * nagain);
+	bool	   *live = palloc(sizeof(bool) * nagain);
+	int		   *left_attempts = palloc(sizeof(int) * nagain);
+	bool	   *poisoned = palloc(sizeof(bool) * nagain);
+	int			nleft = 0;
+	int			nswept = 0;
+
+	for (int k = 0; k < nagain; k++)
+	{
+		if (attempts[again[k]] != 0)
+			continue;
+		at[nleft] = again[k];
+		left[nleft++] = keys[again[k]];
+	}
+	if (nleft == 0)
+		return 0;
+	dlock_claim_store_lookup(w->relid, left, nleft, found, live, left_attempts,
+							 poisoned);
+	for (int j = 0; j < nleft; j++)
+	{
+		if (found[j])
+			continue;
+		attempts[at[j]] = 1;
+		swept_full[nswept] = fulls[at[j]];
+		left[nswept++] = left[j];
+	}
+	if (nswept > 0)
+		dlock_claim_store_insert(w->relid, left, swept_full, nswept, w->holder,
+								 w->role, w->token, w->ttl_us, w->now,
+								 w->now + w->ttl_us);
+	return nswept;
+}
+
+/*
+ * Write one claim batch: action[i] says what is done with keys[i] (fulls[i]
+ * is its key text), in this order: the rows claimed max_attempts times are
+ * marked poisoned, the rows without a claim row get a first claim (the
+ * multi-row insert), the others are claimed again, only where the claim is
+ * still free or expired and not poisoned, and those whose claim row a sweep
+ * deleted meanwhile get a first claim after all.  The caller holds the
+ * user-table row lock of every key and the key lock of every key with a
+ * claim row.  attempts[i] is the attempt count of the claim written on
+ * keys[i], 0 if none was; returns how many were written.
+ */
+int
+dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
+						const DlockClaimAction *action, int n, int *attempts)
+{
+	text	  **poison = palloc(sizeof(text *) * Max(n, 1));
+	text	  **fresh = palloc(sizeof(text *) * Max(n, 1));
+	text	  **fresh_full = palloc(sizeof(text *) * Max(n, 1));
+	text	  **again_keys = palloc(sizeof(text *) * Max(n, 1));
+	int		   *again = palloc(sizeof(int) * Max(n, 1));
+	int			npoison = 0,
+				nfresh = 0,
+				nagain = 0,
+				written = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		attempts[i] = 0;
+		if (action[i] == DLOCK_CLAIM_POISON)
+			poison[npoison++] = keys[i];
+		else if (action[i] == DLOCK_CLAIM_INSERT)
+		{
+			attempts[i] = 1;
+			fresh_full[nfresh] = fulls[i];
+			fresh[nfresh++] = keys[i];
+		}
+		else if (action[i] == DLOCK_CLAIM_AGAIN)
+		{
+			again[nagain] = i;
+			again_keys[nagain++] = keys[i];
+		}
+	}
+	if (npoison > 0)
+		poison_claims(w->relid, poison, npoison, w->now);
+	/* no claim row yet: every one of them is written */
+	dlock_claim_store_insert(w->relid, fresh, fresh_full, nfresh, w->holder,
+							 w->role, w->token, w->ttl_us, w->now,
+							 w->now + w->ttl_us);
+	written = nfresh;
+	if (nagain > 0)
+	{
+		text	  **got;
+		int		   *got_attempts;
+		int			ngot;
+
+		ngot = reclaim_claims(w, again_keys, nagain, &got, &got_attempts);
+		written += note_reclaimed(keys, again, nagain, got, got_attempts, ngot,
+								  attempts);
+		if (ngot < nagain)
+			written += write_swept(w, keys, fulls, again, nagain, attempts);
+	}
+	return written;
 }
