@@ -268,10 +268,10 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
  * text when keys[i] is its digest, kept in long_key).  Later statements of
  * the transaction see the rows (CommandCounterIncrement).
  */
-void
-dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
-						 text *holder, Oid role, int64 token, int64 ttl_us,
-						 TimestampTz now, TimestampTz expires)
+static void
+insert_claims(Oid relid, text **keys, text **fulls, int n, text *holder,
+			  Oid role, int64 token, int64 ttl_us, TimestampTz now,
+			  TimestampTz expires)
 {
 	DlockStore	s;
 	Relation	rel;
@@ -503,9 +503,8 @@ write_swept(const DlockClaimWrite *w, text **keys, text **fulls, int *again,
 		left[nswept++] = left[j];
 	}
 	if (nswept > 0)
-		dlock_claim_store_insert(w->relid, left, swept_full, nswept, w->holder,
-								 w->role, w->token, w->ttl_us, w->now,
-								 w->now + w->ttl_us);
+		insert_claims(w->relid, left, swept_full, nswept, w->holder, w->role,
+					  w->token, w->ttl_us, w->now, w->now + w->ttl_us);
 	return nswept;
 }
 
@@ -554,9 +553,8 @@ dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
 	if (npoison > 0)
 		poison_claims(w->relid, poison, npoison, w->now);
 	/* no claim row yet: every one of them is written */
-	dlock_claim_store_insert(w->relid, fresh, fresh_full, nfresh, w->holder,
-							 w->role, w->token, w->ttl_us, w->now,
-							 w->now + w->ttl_us);
+	insert_claims(w->relid, fresh, fresh_full, nfresh, w->holder, w->role,
+				  w->token, w->ttl_us, w->now, w->now + w->ttl_us);
 	written = nfresh;
 	if (nagain > 0)
 	{

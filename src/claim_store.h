@@ -51,10 +51,6 @@ extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
 									 bool *poisoned);
 extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
 										  text *holder, Oid role, bool *done);
-extern void dlock_claim_store_insert(Oid relid, text **keys, text **fulls,
-									 int n, text *holder, Oid role,
-									 int64 token, int64 ttl_us,
-									 TimestampTz now, TimestampTz expires);
 extern int	dlock_claim_store_write(const DlockClaimWrite *w, text **keys,
 									text **fulls,
 									const DlockClaimAction *action, int n,
