@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * claim_store.c
- *		Every read and write of dlock.claim, with claim_store_spi.c.  This
- *		file has the per-row hot paths, which go to the table directly,
- *		without SPI (the claim query's per-row check, the claim fence's
- *		lookup, completion's give-back, and the insert of new claims); the
- *		writes and sweeps of many rows run as SQL, in claim_store_spi.c.  No
- *		other file touches dlock.claim.
+ *		Every read and write of dlock.claim, with claim_store_probe.c (the
+ *		claim query's per-row check) and claim_store_spi.c (the holders'
+ *		writes and the sweeps of many rows, as SQL).  This file opens the
+ *		table and has the hot paths: a claim batch's lookup and its one
+ *		write (claim_batch.c), the claim fence's lookup and completion's
+ *		give-back, which go to the table directly, without SPI.  No other
+ *		file touches dlock.claim.
  *
  * Lookups go through the primary key (relid, key) at the latest committed
  * state (base_store.c).  Every writer of a claim row holds that row's key lock
@@ -22,6 +23,13 @@
  * has a claim row, so the primary key can only object if that protocol
  * is broken; then it raises its usual unique violation.
  *
+ * A claim batch's write does, in one call, everything the batch decided:
+ * poison marks and claims again are SQL plans (prepared once and kept:
+ * they are conditional updates of rows that exist, which is what SQL does
+ * well), first claims the multi-row insert, and the claims again whose
+ * claim row a sweep deleted meanwhile are written anew here too, so a
+ * claim enters this file twice, a lookup and a write.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -34,7 +42,9 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "utils/builtins.h"
@@ -46,28 +56,13 @@
 #include "utils/snapmgr.h"
 
 #include "base_keys.h"
+#include "base_spi.h"
 #include "base_store.h"
 #include "claim_store.h"
+#include "claim_store_int.h"
 #include "compat.h"
 #include "base_limits.h"
 
-/* columns of dlock.claim, as dlock--0.1.sql creates it and 0.4 extends it */
-enum
-{
-	Anum_relid = 1,
-	Anum_key,
-	Anum_holder,
-	Anum_owner,
-	Anum_token,
-	Anum_ttl_us,
-	Anum_claimed_at,
-	Anum_expires_at,
-	Anum_attempts,
-	Anum_poisoned_at,
-	Anum_long_key,				/* 0.4: the key text of a digest key */
-	Natts_claim_table = Anum_long_key,
-	Natts_claim_table_03 = Anum_poisoned_at
-};
 
 /*
  * The number of columns of dlock.claim (0: no such table), kept until a
@@ -115,8 +110,8 @@ claim_natts(void)
  * library was updated, the extension not yet: no long_key column, so a
  * digest key's text is not kept).
  */
-static void
-claim_open(DlockStore *s)
+void
+dlock_claim_store_open(DlockStore *s)
 {
 	dlock_store_open(s, "claim", claim_natts() == Natts_claim_table_03 ?
 					 Natts_claim_table_03 : Natts_claim_table);
@@ -175,7 +170,7 @@ dlock_claim_store_held(Oid relid, text *key, text *holder, Oid role)
 	DlockStore	s;
 	bool		held;
 
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	held = fetch_claim(&s, relid, key) && fetched_held(&s, holder, role);
 	dlock_store_close(&s);
 	return held;
@@ -192,7 +187,7 @@ dlock_claim_store_held_keys(Oid relid, text **keys, int n, text *holder,
 	DlockStore	s;
 	int			nheld = 0;
 
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
@@ -219,7 +214,7 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 {
 	DlockStore	s;
 
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
@@ -249,7 +244,7 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 	DlockStore	s;
 	int			ndone = 0;
 
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	dlock_store_batch_begin(&s, 2);
 	for (int i = 0; i < n; i++)
 	{
@@ -299,10 +294,10 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
  * text when keys[i] is its digest, kept in long_key).  Later statements of
  * the transaction see the rows (CommandCounterIncrement).
  */
-void
-dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
-						 text *holder, Oid role, int64 token, int64 ttl_us,
-						 TimestampTz now, TimestampTz expires)
+static void
+insert_claims(Oid relid, text **keys, text **fulls, int n, text *holder,
+			  Oid role, int64 token, int64 ttl_us, TimestampTz now,
+			  TimestampTz expires)
 {
 	DlockStore	s;
 	Relation	rel;
@@ -312,7 +307,7 @@ dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
 
 	if (n <= 0)
 		return;
-	claim_open(&s);
+	dlock_claim_store_open(&s);
 	rel = s.rel;
 	estate = CreateExecutorState();
 	rri = makeNode(ResultRelInfo);
@@ -368,89 +363,236 @@ dlock_claim_store_insert(Oid relid, text **keys, text **fulls, int n,
 }
 
 /*
- * The claim query's per-row check (dlock_claim_unheld): whether a row of
- * the user's table is held, looked up as the scan reaches the row, before
- * its row lock, through dlock.claim's primary key.  One index scan is
- * opened per claim query and re-keyed for every row.  It reads with a
- * dirty snapshot: claims committed, and claims another transaction is
- * writing or deleting right now, count as held; the claimer re-reads
- * every candidate under its key lock before writing (claim.c), so a row
- * this check lets through by mistake is only dropped later, never handed
- * out twice.
+ * One claim batch's write: SQL plans for the rows that have a claim row
+ * (prepared once and kept), the multi-row insert above for those that have
+ * none.
  */
-struct DlockClaimProbe
+/* Mark the claim rows of these keys poisoned (reached max_attempts). */
+static void
+poison_claims(Oid relid, text **keys, int n, TimestampTz now)
 {
-	DlockStore	s;
-	IndexScanDesc scan;
-	SnapshotData dirty;
-	Oid			relid;
-	TimestampTz now;			/* claims expiring before this are free */
-	MemoryContext cxt;			/* the scan's: it outlives each row's check */
-};
+	static SPIPlanPtr plan = NULL;
+	Oid			types[3] = {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID};
+	Datum		values[3];
 
-DlockClaimProbe *
-dlock_claim_probe_begin(Oid relid)
-{
-	DlockClaimProbe *p = palloc0(sizeof(DlockClaimProbe));
-
-	claim_open(&p->s);
-	InitDirtySnapshot(p->dirty);
-	p->scan = dlock_index_beginscan(p->s.rel, p->s.idx, &p->dirty, 2);
-	p->relid = relid;
-	p->now = GetCurrentTimestamp();
-	p->cxt = CurrentMemoryContext;
-	return p;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = TimestampTzGetDatum(now);
+	dlock_spi_run(dlock_spi_plan(&plan,
+								 "UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
+								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+								 "   AND poisoned_at IS NULL",
+								 3, types),
+				  values, NULL, 0, SPI_OK_UPDATE);
 }
 
 /*
- * A claim row of key (relid, key) is live or poisoned.  If so, and that
- * claim is committed and no open transaction is changing it,
- * *settled_until is when it can next change by itself (its expiry; the
- * end of time for a poison mark), else 0.
+ * Claim again the rows of these keys that have a claim row: only where the
+ * claim is still free or expired at w->now and not poisoned, counting one
+ * more attempt.  Returns how many were claimed, with their keys and
+ * attempt counts in *got and *attempts.
  */
-bool
-dlock_claim_probe_held(DlockClaimProbe *p, text *key,
-					   TimestampTz *settled_until)
+static int
+reclaim_claims(const DlockClaimWrite *w, text **keys, int n, text ***got,
+			   int **attempts)
 {
-	ScanKeyData skeys[2];
-	TupleTableSlot *slot = p->s.slot;
-	bool		held = false;
-	MemoryContext old;
+	static SPIPlanPtr plan = NULL;
+	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
+	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[8];
+	int			nrows;
 
-	*settled_until = 0;
-	/* what the index scan keeps between rows (btree's killed items) */
-	old = MemoryContextSwitchTo(p->cxt);
-	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(p->relid));
-	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
-						   p->s.idx->rd_indcollation[1], F_TEXTEQ,
-						   PointerGetDatum(key));
-	index_rescan(p->scan, skeys, 2, NULL, 0);
-	/* a row being updated shows both versions to a dirty snapshot */
-	while (!held && index_getnext_slot(p->scan, ForwardScanDirection, slot))
+	values[0] = ObjectIdGetDatum(w->relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = PointerGetDatum(w->holder);
+	values[3] = ObjectIdGetDatum(w->role);
+	values[4] = Int64GetDatum(w->token);
+	values[5] = Int64GetDatum(w->ttl_us);
+	values[6] = TimestampTzGetDatum(w->now);
+	values[7] = TimestampTzGetDatum(w->now + w->ttl_us);
+	nrows = (int) dlock_spi_run(dlock_spi_plan(&plan,
+											   "UPDATE " DLOCK_SCHEMA ".claim"
+											   "   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
+											   "       claimed_at = $7, expires_at = $8,"
+											   "       attempts = attempts OPERATOR(pg_catalog.+) 1"
+											   " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+											   "   AND poisoned_at IS NULL"
+											   "   AND (holder IS NULL"
+											   "        OR expires_at OPERATOR(pg_catalog.<=) $7)"
+											   " RETURNING key, attempts",
+											   8, types),
+								values, NULL, 0, SPI_OK_UPDATE_RETURNING);
+	*got = dlock_copy_key_column(nrows);
+	*attempts = palloc(sizeof(int) * Max(nrows, 1));
+	for (int r = 0; r < nrows; r++)
 	{
-		bool		poisoned;
+		bool		isnull;
 
-		slot_getallattrs(slot);
-		poisoned = !slot->tts_isnull[Anum_poisoned_at - 1];
-		held = poisoned ||
-			(!slot->tts_isnull[Anum_holder - 1] &&
-			 DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) > p->now);
-		/* the dirty snapshot names an open inserter or deleter */
-		if (held && !TransactionIdIsValid(p->dirty.xmin) &&
-			!TransactionIdIsValid(p->dirty.xmax))
-			*settled_until = poisoned ? DT_NOEND :
-				DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]);
+		(*attempts)[r] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
+													 SPI_tuptable->tupdesc, 2, &isnull));
 	}
-	ExecClearTuple(slot);
-	MemoryContextSwitchTo(old);
-	return held;
+	return nrows;
 }
 
-void
-dlock_claim_probe_end(DlockClaimProbe *p)
+/* order of positions of keys (the arg) by key */
+static int
+key_pos_cmp(const void *a, const void *b, void *arg)
 {
-	index_endscan(p->scan);
-	dlock_store_close(&p->s);
-	pfree(p);
+	text	  **keys = (text **) arg;
+
+	return dlock_text_cmp(&keys[*(const int *) a], &keys[*(const int *) b]);
+}
+
+/*
+ * Note the claims again that reclaim_claims wrote, got[0..ngot-1] with
+ * their attempt counts, at their positions among keys; again[0..nagain-1]
+ * are the positions asked for.  Returns how many were noted.
+ */
+static int
+note_reclaimed(text **keys, int *again, int nagain, text **got,
+			   int *got_attempts, int ngot, int *attempts)
+{
+	int		   *by_key = palloc(sizeof(int) * nagain);
+	int			noted = 0;
+
+	memcpy(by_key, again, sizeof(int) * nagain);
+	qsort_arg(by_key, nagain, sizeof(int), key_pos_cmp, keys);
+	for (int r = 0; r < ngot; r++)
+	{
+		int			lo = 0,
+					hi = nagain - 1;
+
+		CHECK_FOR_INTERRUPTS();
+		while (lo <= hi)
+		{
+			int			mid = (lo + hi) / 2;
+			int			i = by_key[mid];
+			int			cmp = dlock_text_cmp(&got[r], &keys[i]);
+
+			if (cmp == 0)
+			{
+				if (attempts[i] == 0)
+				{
+					attempts[i] = got_attempts[r];
+					noted++;
+				}
+				break;
+			}
+			if (cmp < 0)
+				hi = mid - 1;
+			else
+				lo = mid + 1;
+		}
+	}
+	pfree(by_key);
+	return noted;
+}
+
+/*
+ * The claims again that reclaim_claims did not write because a sweep
+ * deleted their claim row after the caller read it (its delete committed
+ * while the update waited for it: maint_sweep.c) are of idle rows still:
+ * under their key locks, their claim rows are written anew, as first
+ * claims.  Returns how many were.
+ */
+static int
+write_swept(const DlockClaimWrite *w, text **keys, text **fulls, int *again,
+			int nagain, int *attempts)
+{
+	text	  **left = palloc(sizeof(text *) * nagain);
+	int		   *at = palloc(sizeof(int) * nagain);
+	text	  **swept_full = palloc(sizeof(text *) * nagain);
+	bool	   *found = palloc(sizeof(bool) * nagain);
+	bool	   *live = palloc(sizeof(bool) * nagain);
+	int		   *left_attempts = palloc(sizeof(int) * nagain);
+	bool	   *poisoned = palloc(sizeof(bool) * nagain);
+	int			nleft = 0;
+	int			nswept = 0;
+
+	for (int k = 0; k < nagain; k++)
+	{
+		if (attempts[again[k]] != 0)
+			continue;
+		at[nleft] = again[k];
+		left[nleft++] = keys[again[k]];
+	}
+	if (nleft == 0)
+		return 0;
+	dlock_claim_store_lookup(w->relid, left, nleft, found, live, left_attempts,
+							 poisoned);
+	for (int j = 0; j < nleft; j++)
+	{
+		if (found[j])
+			continue;
+		attempts[at[j]] = 1;
+		swept_full[nswept] = fulls[at[j]];
+		left[nswept++] = left[j];
+	}
+	if (nswept > 0)
+		insert_claims(w->relid, left, swept_full, nswept, w->holder, w->role,
+					  w->token, w->ttl_us, w->now, w->now + w->ttl_us);
+	return nswept;
+}
+
+/*
+ * Write one claim batch: action[i] says what is done with keys[i] (fulls[i]
+ * is its key text), in this order: the rows claimed max_attempts times are
+ * marked poisoned, the rows without a claim row get a first claim (the
+ * multi-row insert), the others are claimed again, only where the claim is
+ * still free or expired and not poisoned, and those whose claim row a sweep
+ * deleted meanwhile get a first claim after all.  The caller holds the
+ * user-table row lock of every key and the key lock of every key with a
+ * claim row.  attempts[i] is the attempt count of the claim written on
+ * keys[i], 0 if none was; returns how many were written.
+ */
+int
+dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
+						const DlockClaimAction *action, int n, int *attempts)
+{
+	text	  **poison = palloc(sizeof(text *) * Max(n, 1));
+	text	  **fresh = palloc(sizeof(text *) * Max(n, 1));
+	text	  **fresh_full = palloc(sizeof(text *) * Max(n, 1));
+	text	  **again_keys = palloc(sizeof(text *) * Max(n, 1));
+	int		   *again = palloc(sizeof(int) * Max(n, 1));
+	int			npoison = 0,
+				nfresh = 0,
+				nagain = 0,
+				written = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		attempts[i] = 0;
+		if (action[i] == DLOCK_CLAIM_POISON)
+			poison[npoison++] = keys[i];
+		else if (action[i] == DLOCK_CLAIM_INSERT)
+		{
+			attempts[i] = 1;
+			fresh_full[nfresh] = fulls[i];
+			fresh[nfresh++] = keys[i];
+		}
+		else if (action[i] == DLOCK_CLAIM_AGAIN)
+		{
+			again[nagain] = i;
+			again_keys[nagain++] = keys[i];
+		}
+	}
+	if (npoison > 0)
+		poison_claims(w->relid, poison, npoison, w->now);
+	/* no claim row yet: every one of them is written */
+	insert_claims(w->relid, fresh, fresh_full, nfresh, w->holder, w->role,
+				  w->token, w->ttl_us, w->now, w->now + w->ttl_us);
+	written = nfresh;
+	if (nagain > 0)
+	{
+		text	  **got;
+		int		   *got_attempts;
+		int			ngot;
+
+		ngot = reclaim_claims(w, again_keys, nagain, &got, &got_attempts);
+		written += note_reclaimed(keys, again, nagain, got, got_attempts, ngot,
+								  attempts);
+		if (ngot < nagain)
+			written += write_swept(w, keys, fulls, again, nagain, attempts);
+	}
+	return written;
 }

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * claim_store.h
- *		Every read and write of dlock.claim: per-row paths without SPI
- *		(claim_store.c), writes and sweeps of many rows as SQL
- *		(claim_store_spi.c).
+ *		Every read and write of dlock.claim: the claim query's per-row
+ *		check (claim_store_probe.c), a claim batch's lookup and write and
+ *		the other hot paths (claim_store.c), the holders' writes and the
+ *		sweeps of many rows as SQL (claim_store_spi.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -12,14 +13,37 @@
 
 #include "datatype/timestamp.h"
 
-/* claim_store.c */
+/* claim_store_probe.c */
 typedef struct DlockClaimProbe DlockClaimProbe;
 
-extern bool dlock_claim_store_has_long_key(void);
 extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
 extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
 								   TimestampTz *settled_until);
 extern void dlock_claim_probe_end(DlockClaimProbe *p);
+
+/* claim_store.c */
+
+/* what one claim batch's write does with a key (dlock_claim_store_write) */
+typedef enum DlockClaimAction
+{
+	DLOCK_CLAIM_SKIP = 0,		/* nothing: it is not claimable */
+	DLOCK_CLAIM_INSERT,			/* no claim row: a first claim */
+	DLOCK_CLAIM_AGAIN,			/* a free or expired claim: claim it again */
+	DLOCK_CLAIM_POISON			/* claimed max_attempts times: poison it */
+} DlockClaimAction;
+
+/* who writes one claim batch, on which table, until when */
+typedef struct DlockClaimWrite
+{
+	Oid			relid;			/* the table the claims are on */
+	text	   *holder;
+	Oid			role;
+	int64		token;
+	int64		ttl_us;
+	TimestampTz now;			/* claimed_at; they expire at now + ttl_us */
+} DlockClaimWrite;
+
+extern bool dlock_claim_store_has_long_key(void);
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);
 extern int	dlock_claim_store_held_keys(Oid relid, text **keys, int n,
@@ -29,10 +53,10 @@ extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
 									 bool *poisoned);
 extern int	dlock_claim_store_delete_held(Oid relid, text **keys, int n,
 										  text *holder, Oid role, bool *done);
-extern void dlock_claim_store_insert(Oid relid, text **keys, text **fulls,
-									 int n, text *holder, Oid role,
-									 int64 token, int64 ttl_us,
-									 TimestampTz now, TimestampTz expires);
+extern int	dlock_claim_store_write(const DlockClaimWrite *w, text **keys,
+									text **fulls,
+									const DlockClaimAction *action, int n,
+									int *attempts);
 
 /* claim_store_spi.c */
 extern text **dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
@@ -50,12 +74,6 @@ extern int64 dlock_claim_store_give_back(Oid relid, text **keys, int n,
 extern int64 dlock_claim_store_renew(Oid relid, text **keys, int n,
 									 text *holder, Oid role, int64 ttl_us);
 extern int64 dlock_claim_store_delete(Oid relid, text **keys, int n);
-extern void dlock_claim_store_poison(Oid relid, text **keys, int n,
-									 TimestampTz now);
-extern int	dlock_claim_store_reclaim(Oid relid, text **keys, int n,
-									  text *holder, Oid role, int64 token,
-									  int64 ttl_us, TimestampTz now,
-									  text ***got, int **attempts);
 extern int64 dlock_claim_store_delete_idle(TimestampTz before, int limit);
 extern uint64 dlock_claim_store_read_live(void);
 extern uint64 dlock_claim_store_read_dead(void);

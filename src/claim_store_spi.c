@@ -1,15 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * claim_store_spi.c
- *		Every read and write of dlock.claim, with claim_store.c: the writes
- *		and sweeps of many rows, as SQL (a holder's keys, give-back,
- *		renewal, deletion, poisoning, reclaiming, the sweep of idle rows,
- *		and the dlock_claims rows).  No other file touches
- *		dlock.claim.
+ *		Every read and write of dlock.claim, with claim_store.c and
+ *		claim_store_probe.c: the holders' writes and the sweeps of many
+ *		rows, as SQL (a holder's keys, give-back, renewal, deletion, the
+ *		moves of DDL, the sweep of idle rows, and the dlock_claims rows).
+ *		No other file touches dlock.claim.
  *
  * Between dlock_spi_begin and dlock_spi_end; each plan is prepared once
  * and kept, next to its text.  The caller holds the key locks the
- * protocol asks for (claim_manage.c, claim.c).
+ * protocol asks for (claim_manage.c, claim_ddl.c, claim_ddl_type.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -245,74 +245,6 @@ dlock_claim_store_delete(Oid relid, text **keys, int n)
 												" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
 												2, types),
 								 values, NULL, 0, SPI_OK_DELETE);
-}
-
-/* Mark the claim rows of these keys poisoned (reached max_attempts). */
-void
-dlock_claim_store_poison(Oid relid, text **keys, int n, TimestampTz now)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID};
-	Datum		values[3];
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	values[2] = TimestampTzGetDatum(now);
-	dlock_spi_run(dlock_spi_plan(&plan,
-								 "UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
-								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-								 "   AND poisoned_at IS NULL",
-								 3, types),
-				  values, NULL, 0, SPI_OK_UPDATE);
-}
-
-/*
- * Claim again the rows of these keys that have a claim row: only where the
- * claim is still free or expired at now and not poisoned, counting one
- * more attempt.  Returns how many were claimed, with their keys and
- * attempt counts in *got and *attempts.
- */
-int
-dlock_claim_store_reclaim(Oid relid, text **keys, int n, text *holder, Oid role,
-						  int64 token, int64 ttl_us, TimestampTz now,
-						  text ***got, int **attempts)
-{
-	static SPIPlanPtr plan = NULL;
-	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
-	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[8];
-	int			nrows;
-
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	values[2] = PointerGetDatum(holder);
-	values[3] = ObjectIdGetDatum(role);
-	values[4] = Int64GetDatum(token);
-	values[5] = Int64GetDatum(ttl_us);
-	values[6] = TimestampTzGetDatum(now);
-	values[7] = TimestampTzGetDatum(now + ttl_us);
-	nrows = (int) dlock_spi_run(dlock_spi_plan(&plan,
-											   "UPDATE " DLOCK_SCHEMA ".claim"
-											   "   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
-											   "       claimed_at = $7, expires_at = $8,"
-											   "       attempts = attempts OPERATOR(pg_catalog.+) 1"
-											   " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-											   "   AND poisoned_at IS NULL"
-											   "   AND (holder IS NULL"
-											   "        OR expires_at OPERATOR(pg_catalog.<=) $7)"
-											   " RETURNING key, attempts",
-											   8, types),
-								values, NULL, 0, SPI_OK_UPDATE_RETURNING);
-	*got = dlock_copy_key_column(nrows);
-	*attempts = palloc(sizeof(int) * Max(nrows, 1));
-	for (int r = 0; r < nrows; r++)
-	{
-		bool		isnull;
-
-		(*attempts)[r] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
-													 SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	return nrows;
 }
 
 /*

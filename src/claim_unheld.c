@@ -5,7 +5,7 @@
  *		claim query's scan on every row it reaches (or by the caller's
  *		own SQL), and what that scan found at the head of its order.
  *
- * The check is one probe of dlock.claim's primary key (claim_store.c),
+ * The check is one probe of dlock.claim's primary key (claim_store_probe.c),
  * before the row lock, so a claim costs what its scan costs, whatever the
  * number of live claims on the table.  It reads with a dirty snapshot: a
  * claim being written or given back by an open transaction counts as

@@ -93,7 +93,7 @@ DLOCK_NO_SEARCH_PATH("dlock_validate(text, text, bigint)", dlock_validate_sql)
  * which runs it in the caller's search_path anyway (dlock_claim has no pin);
  * the table comes as an OID, the key's text form as described above, and the
  * look-up is a probe of dlock.claim's primary key (claim_unheld.c,
- * claim_store.c); a ticket not the claim's is an error.
+ * claim_store_probe.c); a ticket not the claim's is an error.
  * dlock_claim_unheld(tbl, key), without a ticket, reads the row as the
  * caller (SQL) and keeps its pin.
  */
