@@ -141,9 +141,8 @@ dlock_claim_hint_shmem_startup(void)
  * The hint of a kept claim plan: query text sql on table t, stepping in
  * direction dir (0: its order cannot step; then it never has a hint).
  */
-void
-dlock_claim_hint_init(ClaimHint *h, const ClaimTarget *t, int dir,
-					  const char *sql)
+static void
+hint_init(ClaimHint *h, const ClaimTarget *t, int dir, const char *sql)
 {
 	TypeCacheEntry *tce = lookup_type_cache(t->pk_type,
 											TYPECACHE_CMP_PROC_FINFO);
@@ -151,6 +150,7 @@ dlock_claim_hint_init(ClaimHint *h, const ClaimTarget *t, int dir,
 	int32		typmod;
 
 	memset(h, 0, sizeof(ClaimHint));
+	h->ready = true;
 	h->dir = dir;
 	h->relid = t->relid;
 	h->pk_type = t->pk_type;
@@ -175,8 +175,8 @@ dlock_claim_hint_init(ClaimHint *h, const ClaimTarget *t, int dir,
  * A run of the query begins, in the memory context it runs in: count the
  * give-backs before it runs, and make room for a by-reference bound.
  */
-void
-dlock_claim_hint_start(ClaimHint *h)
+static void
+hint_start(ClaimHint *h)
 {
 	h->have = false;
 	h->reads = 0;
@@ -197,8 +197,8 @@ slot_is(const HintSlot *s, const ClaimHint *h)
 }
 
 /* Read the shared hint of h's query into h: true if one holds. */
-bool
-dlock_claim_hint_read(ClaimHint *h)
+static bool
+hint_read(ClaimHint *h)
 {
 	int			home;
 	TimestampTz now;
@@ -233,6 +233,23 @@ dlock_claim_hint_read(ClaimHint *h)
 	}
 	h->have = false;
 	return false;
+}
+
+/*
+ * A run of the claim query with text sql on table t, in order dir (0: it
+ * cannot step), begins: run becomes its view of the hint whose key kept
+ * holds (made on the first run).  True when the hint holds: every row up
+ * to run->bound in the order was held, until run->until.
+ */
+bool
+dlock_claim_hint_begin(ClaimHint *run, ClaimHint *kept, const ClaimTarget *t,
+					   int dir, const char *sql)
+{
+	if (!kept->ready)
+		hint_init(kept, t, dir, sql);
+	*run = *kept;
+	hint_start(run);
+	return hint_read(run);
 }
 
 /* a against b in the query's order: < 0 if a comes first */
@@ -317,7 +334,7 @@ dlock_claim_hint_covers(ClaimHint *h, Datum value, TimestampTz *until)
 	if (!h->enabled)
 		return false;
 	if (++h->reads >= HINT_READ_EVERY)
-		(void) dlock_claim_hint_read(h);
+		(void) hint_read(h);
 	if (!h->have || order_cmp(h, value, h->bound) > 0)
 		return false;
 	*until = h->until;

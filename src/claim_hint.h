@@ -15,11 +15,13 @@
 #include "claim_target.h"
 
 /*
- * One claim query text's step hint, as a run of that query sees it: made
- * once per kept plan (dlock_claim_hint_init), started before each run.
+ * One claim query text's step hint: its key, made once and kept with the
+ * plan, and, in a copy per run (dlock_claim_hint_begin), what the run has
+ * read of it.
  */
 typedef struct ClaimHint
 {
+	bool		ready;			/* the key is made */
 	bool		enabled;		/* shared memory, a step direction, a key */
 	int			dir;			/* 1: primary key ascending, -1: descending */
 	Oid			relid;
@@ -37,10 +39,9 @@ typedef struct ClaimHint
 	int			reads;			/* rows checked since it was read */
 } ClaimHint;
 
-extern void dlock_claim_hint_init(ClaimHint *h, const ClaimTarget *t, int dir,
-								  const char *sql);
-extern void dlock_claim_hint_start(ClaimHint *h);
-extern bool dlock_claim_hint_read(ClaimHint *h);
+extern bool dlock_claim_hint_begin(ClaimHint *run, ClaimHint *kept,
+								   const ClaimTarget *t, int dir,
+								   const char *sql);
 extern void dlock_claim_hint_learn(ClaimHint *h, int64 nlead, Datum last,
 								   TimestampTz until);
 extern bool dlock_claim_hint_covers(ClaimHint *h, Datum value,

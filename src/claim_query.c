@@ -228,7 +228,7 @@ typedef struct UserPlan
 	int			step_dir;		/* 1: pk ascending, -1: descending, 0: cannot */
 	char	   *bounded_sql;
 	SPIPlanPtr	bounded;		/* prepared on first use */
-	ClaimHint	hint;
+	ClaimHint	hint;			/* its hint's key (claim_hint.c), made once */
 } UserPlan;
 
 static List *user_plans = NIL;	/* most recently used first */
@@ -363,7 +363,6 @@ user_plan(const ClaimRequest *req)
 	if (up->step_dir != 0)
 		up->bounded_sql = MemoryContextStrdup(TopMemoryContext,
 											  query_sql(req, up->step_dir));
-	dlock_claim_hint_init(&up->hint, t, up->step_dir, sql);
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	user_plans = lcons(up, user_plans);
@@ -372,22 +371,12 @@ user_plan(const ClaimRequest *req)
 	return up;
 }
 
-/*
- * The plan to run for the next query of a claim: the one with a bound
- * (*bound set, *bounded true) while the step hint of its text holds (read
- * into h), else the plain one.
- */
+/* The plan with a bound on the primary key, prepared on first use. */
 static SPIPlanPtr
-choose_plan(UserPlan *up, const ClaimRequest *req, ClaimHint *h,
-			Datum *bound, bool *bounded)
+bounded_plan(UserPlan *up, const ClaimRequest *req)
 {
-	*bounded = false;
-	if (!dlock_claim_hint_read(h))
-		return up->plan;
 	if (up->bounded == NULL)
 		up->bounded = prepare_plan(req, up->bounded_sql, 3);
-	*bound = h->bound;
-	*bounded = true;
 	return up->bounded;
 }
 
@@ -403,21 +392,22 @@ dlock_claim_query_run(const ClaimRequest *req, Datum tried, int need)
 	const ClaimTarget *t = req->target;
 	MemoryContext cxt = CurrentMemoryContext;
 	UserPlan   *up = user_plan(req);
-	ClaimHint	hint = up->hint;
 	ClaimScan	scan;
 	Datum		values[3];
-	bool		bounded;
 	SPIPlanPtr	plan;
 	int			rc = 0;
 
 	values[0] = tried;
 	values[1] = Int64GetDatum(dlock_claim_ticket());
-	dlock_claim_hint_start(&hint);
-	plan = choose_plan(up, req, &hint, &values[2], &bounded);
+	/* while the step hint of this query holds, the plan with its bound */
+	if (dlock_claim_scan_begin(&scan, t, &up->hint, up->step_dir, up->sql))
+	{
+		plan = bounded_plan(up, req);
+		values[2] = scan.hint.bound;
+	}
+	else
+		plan = up->plan;
 
-	/* a scan after the bound continues the stretch the hint vouches for */
-	dlock_claim_scan_begin(&scan, t, hint.enabled ? &hint : NULL,
-						   bounded ? hint.until : DT_NOEND);
 	/* errors in the caller's filter or order_by name the caller's text */
 	PG_TRY();
 	{
@@ -431,9 +421,6 @@ dlock_claim_query_run(const ClaimRequest *req, Datum tried, int need)
 	PG_END_TRY();
 	dlock_claim_scan_end(&scan, false);
 
-	if (hint.enabled && scan.nlead > 0)
-		dlock_claim_hint_learn(&hint, scan.nlead, scan.lead_last,
-							   scan.lead_until);
 	if (up->busy > 0)
 		up->busy--;
 

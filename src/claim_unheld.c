@@ -54,7 +54,7 @@ note_checked(ClaimScan *a, bool held, TimestampTz settled_until,
 	MemoryContextSwitchTo(old);
 	/* claims scanning the same stretch now need not check these rows */
 	if (a->nlead % 128 == 0)
-		dlock_claim_hint_learn(a->hint, a->nlead, a->lead_last, a->lead_until);
+		dlock_claim_hint_learn(&a->hint, a->nlead, a->lead_last, a->lead_until);
 }
 
 /*
@@ -105,8 +105,7 @@ dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
 				 errmsg("dlock_claim_unheld with a ticket is only for dlock_claim's own query"),
 				 errhint("Call dlock_claim_unheld(tbl, key) without a ticket.")));
 	t = a->target;
-	if (a->leading && a->hint != NULL &&
-		dlock_claim_hint_covers(a->hint, value, &settled_until))
+	if (a->leading && dlock_claim_hint_covers(&a->hint, value, &settled_until))
 	{
 		note_checked(a, true, settled_until, value);
 		return true;
@@ -156,24 +155,29 @@ dlock_claim_row_held(Oid relid, Datum value, Oid type)
 
 /*
  * The claim query of a claim on table t starts: its rows are checked
- * through s until dlock_claim_scan_end.  hint: its order can step over
- * held rows at its head (claim_query.c), so note them; until: when the
- * stretch before its first row lapses (after a bound: the hint's time).
+ * through s until dlock_claim_scan_end.  kept is the step hint of its
+ * query text sql in order dir (claim_query.c keeps it with the plan; dir
+ * 0: its order cannot step over held rows).  Returns true when the hint
+ * holds: then the query runs after s->hint.bound, and the stretch its scan
+ * finds continues the one the hint vouches for.
  */
-void
-dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t, ClaimHint *hint,
-					   TimestampTz until)
+bool
+dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t, ClaimHint *kept,
+					   int dir, const char *sql)
 {
+	bool		bounded;
+
 	s->target = t;
 	s->probe = dlock_claim_probe_begin(t->claim_relid);
 	s->cxt = CurrentMemoryContext;
-	s->hint = hint;
-	s->leading = hint != NULL;
+	bounded = dlock_claim_hint_begin(&s->hint, kept, t, dir, sql);
+	s->leading = s->hint.enabled;
 	s->nlead = 0;
-	s->lead_until = until;
+	s->lead_until = bounded ? s->hint.until : DT_NOEND;
 	s->lead_last = (Datum) 0;
 	s->next = active_claims;
 	active_claims = s;
+	return bounded;
 }
 
 /*
@@ -184,6 +188,10 @@ void
 dlock_claim_scan_end(ClaimScan *s, bool failed)
 {
 	active_claims = s->next;
-	if (!failed)
-		dlock_claim_probe_end(s->probe);
+	if (failed)
+		return;
+	/* a stretch long enough at the head of the order: publish it */
+	if (s->nlead > 0)
+		dlock_claim_hint_learn(&s->hint, s->nlead, s->lead_last, s->lead_until);
+	dlock_claim_probe_end(s->probe);
 }

@@ -25,8 +25,8 @@ typedef struct ClaimScan
 	const ClaimTarget *target;
 	DlockClaimProbe *probe;
 	MemoryContext cxt;			/* the claim's, for lead_last */
-	ClaimHint  *hint;			/* its query's step hint, or NULL: its order
-								 * cannot step over held rows */
+	ClaimHint	hint;			/* its query's step hint, as this run sees it
+								 * (not enabled: its order cannot step) */
 	bool		leading;		/* every row checked so far was held */
 	int64		nlead;			/* how many */
 	TimestampTz lead_until;		/* the first of their claims to lapse */
@@ -35,8 +35,8 @@ typedef struct ClaimScan
 } ClaimScan;
 
 extern int64 dlock_claim_ticket(void);
-extern void dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t,
-								   ClaimHint *hint, TimestampTz until);
+extern bool dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t,
+								   ClaimHint *kept, int dir, const char *sql);
 extern void dlock_claim_scan_end(ClaimScan *s, bool failed);
 extern bool dlock_claim_row_held(Oid relid, Datum value, Oid type);
 extern bool dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type,
