@@ -46,6 +46,7 @@
 #include "utils/typcache.h"
 
 #include "claim_hint.h"
+#include "compat.h"
 
 #define DLOCK_STEP_MIN_ROWS		1000
 #define DLOCK_STEP_HORIZON_US	(10 * USECS_PER_SEC)
