@@ -59,7 +59,9 @@
 #   DLOCK_FAIL_FAST=1      stop at the first failure: a suite that failed
 #                          leaves the later suites (and TAP files) out, and
 #                          isolation specs run one at a time, in the order
-#                          given, up to the first that fails
+#                          given, up to the first that fails, and a TAP
+#                          file stops at its first failed assertion
+#                          (t/DlockFailFast.pm)
 #                          (scripts/mutate.sh: one failure kills a mutant)
 #   DLOCK_IGNORE_WARNINGS=1  compiler warnings do not count as a failure
 #                          (scripts/mutate.sh: a mutant may leave a variable unused)
@@ -431,7 +433,12 @@ run_tap() {
             continue
         fi
         echo "==> [tap $i/$n] $tf ..."
+        # DLOCK_FAIL_FAST=1: the file itself stops at its first failed
+        # assertion (t/DlockFailFast.pm), not after every wait that follows
+        local perl5opt=${PERL5OPT:-}
+        [ "${DLOCK_FAIL_FAST:-0}" = 1 ] && perl5opt+=" -I$BUILD/t -MDlockFailFast"
         run_step "tap/$name" "$T_TAP" "$WORK/logs/tap/$name.log" 0 \
+            env PERL5OPT="$perl5opt" \
             make --no-print-directory installcheck PG_CONFIG="$DLOCK_PG_CONFIG" REGRESS= ISOLATION= \
             PROVE_TESTS="$tf" PROVE_FLAGS="--timer -v ${PROVE_FLAGS:-}"
         count_tap_file "$tf"

@@ -55,7 +55,10 @@ $node->safe_psql('postgres', 'CREATE TABLE written (n int)');
 sub start_query
 {
 	my ($query, $setup) = @_;
-	my $bg = $node->background_psql('postgres', on_error_stop => 0);
+	# 60 s per query, not the default 180: every statement here ends in
+	# well under a second; one that never ends is a broken promise, and a
+	# mutant's run should not wait three minutes to say so
+	my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 60);
 	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 	$bg->query_safe($setup) if defined $setup;
 	$bg->query_until(qr/started/, "\\echo started\n$query\n");
