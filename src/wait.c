@@ -44,13 +44,15 @@
  * while the releaser writes its commit record (and waits for synchronous
  * standbys, if it does); a waiter whose wait runs out then waits for the
  * outcome, one that leaves on an error or its exit does not (see
- * dlock_wait_leave; wait_abandon.c).
+ * dlock_wait_leave): its caller abandons a grant that committed
+ * (lease_acquire.c; lease_xact.c, dlock_abandon).
  *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
  *
  * A backend that dies while waiting: a FATAL exit clears its slot in a
- * before_shmem_exit callback; a crash resets all of shared memory.
+ * before_shmem_exit callback (lease_acquire.c's, which abandons a grant
+ * that came meanwhile); a crash resets all of shared memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -62,7 +64,6 @@
 #include "pgstat.h"
 #include "access/xlog.h"
 #include "replication/syncrep.h"
-#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -70,7 +71,6 @@
 #include "utils/builtins.h"
 #include "utils/wait_event.h"
 
-#include "wait_abandon.h"
 #include "base_settings.h"
 #include "wait_client.h"
 #include "compat.h"
@@ -115,7 +115,6 @@ typedef struct DlockWaitQueue
 static DlockWaitQueue *waitq = NULL;
 
 static int	my_slot = -1;
-static bool exit_callback_registered = false;
 
 static void
 leave_slot_locked(void)
@@ -240,21 +239,14 @@ dlock_wait_queue_blocks(uint64 hash, int *slots)
 	return head >= 0 && head != my_slot;
 }
 
-static void
-wait_exit_callback(int code, Datum arg)
-{
-	DlockGrant	g;
-
-	(void) dlock_wait_leave(&g, true);
-}
-
 /*
  * Join the queue for a key.  takes_grant: a release may grant the lease
  * to this waiter in the release's own transaction (see "Hand-off").
  * Without shared memory there is no queue.  Every waiter of a key asks for
  * the same slots (or for a lease and shared leases): when another waiter
  * of the key asked for other slots, this one does not join, and their
- * number comes back (else 0).
+ * number comes back (else 0).  The caller leaves the queue on every path,
+ * an error or the backend's exit too (dlock_wait_leave).
  */
 int
 dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
@@ -266,11 +258,6 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
 	if (waitq == NULL)
 		return 0;
 	Assert(my_slot < 0);
-	if (!exit_callback_registered)
-	{
-		before_shmem_exit(wait_exit_callback, (Datum) 0);
-		exit_callback_registered = true;
-	}
 
 	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < waitq->nslots; i++)
@@ -349,7 +336,7 @@ wait_event(void)
  * That takes a WAL flush, or as long as the releaser's commit waits for
  * synchronous standbys.  Interrupts are not taken here, but a cancel or
  * termination request pending ends the wait: the waiter then leaves, and
- * a grant that still commits is abandoned by the releaser (wait_abandon.c).
+ * a grant that still commits is abandoned by the releaser (wait_handover.c).
  */
 static void
 wait_for_commit_outcome(void)
@@ -373,7 +360,9 @@ wait_for_commit_outcome(void)
  * yet committing is withdrawn; one committing is waited for.  for_good: an
  * error or exit, no token will be returned: no wait (the error may be the
  * cancel of that wait; the releaser abandons a grant that commits after
- * the waiter left), and a committed grant is abandoned (wait_abandon.c).
+ * the waiter left); a committed grant comes back with its key, holder and
+ * role in *g, and the caller abandons it (dlock_abandon, lease_xact.c).
+ * Safe while a transaction aborts or the backend exits.
  */
 bool
 dlock_wait_leave(DlockGrant *g, bool for_good)
@@ -381,9 +370,6 @@ dlock_wait_leave(DlockGrant *g, bool for_good)
 	DlockWaitSlot *s;
 	uint64		hash;
 	bool		granted;
-	char		key[DLOCK_MAX_KEY_BYTES + 1];
-	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
-	Oid			owner = InvalidOid;
 
 	if (waitq == NULL || my_slot < 0)
 		return false;
@@ -395,19 +381,14 @@ dlock_wait_leave(DlockGrant *g, bool for_good)
 	granted = take_grant_locked(g);
 	if (granted && for_good)
 	{
-		strlcpy(key, s->key, sizeof(key));
-		strlcpy(holder, s->holder, sizeof(holder));
-		owner = s->owner;
+		strlcpy(g->key, s->key, sizeof(g->key));
+		strlcpy(g->holder, s->holder, sizeof(g->holder));
+		g->owner = s->owner;
 	}
 	leave_slot_locked();
 	if (!granted)
 		wake_head_locked(hash);
 	LWLockRelease(waitq->lock);
-	if (granted && for_good)
-	{
-		dlock_abandon(key, holder, owner, g->token, g->expires_at);
-		return false;
-	}
 	return granted;
 }
 

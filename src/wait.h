@@ -51,6 +51,10 @@ typedef struct DlockGrant
 	int64		token;
 	TimestampTz expires_at;
 	XLogRecPtr	lsn;			/* end of the granting commit record */
+	/* left for good (dlock_wait_leave): whose grant, to abandon it */
+	Oid			owner;
+	char		key[DLOCK_MAX_KEY_BYTES + 1];
+	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockGrant;
 
 extern bool dlock_wait_wake_key(uint64 hash);
