@@ -25,6 +25,7 @@
 #include "lease.h"
 #include "base_stats.h"
 #include "wait.h"
+#include "wait_sleep.h"
 #include "lease_xact.h"
 
 /*
@@ -161,7 +162,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 		/* the grant is this waiter's only if its transaction commits */
 		dlock_abandon_unless_committed(key, holder, role, g.token,
 									   g.expires_at);
-		dlock_wait_grant_durable(&g);
+		dlock_wait_durable(g.lsn);
 		*token = g.token;
 		r = DLOCK_ACQ_GRANTED;
 	}

@@ -66,6 +66,7 @@
 #include "maint_worker.h"
 #include "wait.h"
 #include "wait_abandon.h"
+#include "wait_sleep.h"
 #include "lease_xact.h"
 
 /*
