@@ -99,17 +99,19 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 	bool		granted;
 	int			other_slots;
 
+	/* a FATAL exit (a termination, a lost client) takes no PG_CATCH */
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(wait_exit_callback, (Datum) 0);
+		exit_callback_registered = true;
+	}
+
 	/*
 	 * A release may grant the lease to this waiter in its own transaction
 	 * (wait_handover.c) only when the acquire is its transaction as a whole: a
 	 * grant committed by another backend cannot roll back with this one.
 	 * Semaphores take no grants: a freed slot wakes their head waiter.
 	 */
-	if (!exit_callback_registered)
-	{
-		before_shmem_exit(wait_exit_callback, (Datum) 0);
-		exit_callback_registered = true;
-	}
 	other_slots = dlock_wait_enqueue(hash, key, holder, ttl_us, slots,
 									 slots == 1 && dlock_xact_alone());
 	if (other_slots != 0)
