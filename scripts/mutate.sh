@@ -86,7 +86,7 @@ no-wake-at-expiry@src/lease_acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && exp
 no-handover@src/wait_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
 handover-to-xact-block@src/lease_acquire.c@slots == 1 && dlock_xact_alone());@slots == 1);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
 handover-ignores-withdrawal@src/wait_handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
-handover-not-flushed@src/wait.c@\tXLogFlush(g->lsn);@\t(void) g;@tap:016_release_flush
+handover-not-flushed@src/wait_sleep.c@\tXLogFlush(lsn);@\t(void) lsn;@tap:016_release_flush
 no-wake-on-release@src/lease_xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
 no-fence@src/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
 release-always-async@src/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
@@ -173,11 +173,11 @@ watch-expiry-mark-after-read@src/watch_notify.c@\t\t\treturn c->previous;@\t\t\t
 watch-abandoned-not-released@src/maint_worker.c@\t\tdlock_watch_abandoned(key, holder, a->owner, a->token, a->expires_at);@\t\t(void) 0;@tap:098_watch_shapes
 watch-leader-slot-0-only@src/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
 watch-abandoned-taken-not-released@src/watch_notify.c@\tif (old != NULL && old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
-abandon-nothing-on-abort@src/wait_abandon.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
+abandon-nothing-on-abort@src/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
 abandoned-grants-read-held@src/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
 abandoned-rows-kept@src/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned
 releaser-keeps-orphan-grant@src/wait_handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:097_abandoned
-wait-ignores-closed-client@src/wait.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
+wait-ignores-closed-client@src/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
 commit-for-gone-client@src/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
 release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight

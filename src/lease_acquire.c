@@ -5,20 +5,27 @@
  *		in the key's queue and sleeps until the key can be taken, a release
  *		grants it to this waiter, or the wait runs out.
  *
+ * A waiter leaves its queue (wait.c) on every path: when it has the key or
+ * its wait ran out, on an error (a cancel, statement_timeout), and when
+ * its backend exits (a before_shmem_exit callback).  On an error or its
+ * exit no token is returned, so a grant that a release committed for it
+ * meanwhile is abandoned (dlock_abandon, lease_xact.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "utils/timestamp.h"
 
-#include "wait_abandon.h"
 #include "base_settings.h"
 #include "compat.h"
 #include "base_keylock.h"
 #include "lease.h"
 #include "base_stats.h"
 #include "wait.h"
+#include "wait_sleep.h"
 #include "lease_xact.h"
 
 /*
@@ -55,6 +62,27 @@ count_grant(DlockAcquireResult r, bool waited)
 	}
 }
 
+static bool exit_callback_registered = false;
+
+/*
+ * Leave the queue for good, on an error or the backend's exit: nobody sees
+ * the token of a grant that came meanwhile, so it is abandoned.
+ */
+static void
+leave_for_good(void)
+{
+	DlockGrant	g;
+
+	if (dlock_wait_leave(&g, true))
+		dlock_abandon(g.key, g.holder, g.owner, g.token, g.expires_at);
+}
+
+static void
+wait_exit_callback(int code, Datum arg)
+{
+	leave_for_good();
+}
+
 /*
  * Wait in the key's queue until the key is taken, or granted to this
  * waiter by a release, or wait runs out.
@@ -70,6 +98,13 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 	bool		woken = false;
 	bool		granted;
 	int			other_slots;
+
+	/* a FATAL exit (a termination, a lost client) takes no PG_CATCH */
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(wait_exit_callback, (Datum) 0);
+		exit_callback_registered = true;
+	}
 
 	/*
 	 * A release may grant the lease to this waiter in its own transaction
@@ -117,8 +152,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 	}
 	PG_CATCH();
 	{
-		/* a grant that came meanwhile is abandoned: nobody sees its token */
-		(void) dlock_wait_leave(&g, true);
+		leave_for_good();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -130,7 +164,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 		/* the grant is this waiter's only if its transaction commits */
 		dlock_abandon_unless_committed(key, holder, role, g.token,
 									   g.expires_at);
-		dlock_wait_grant_durable(&g);
+		dlock_wait_durable(g.lsn);
 		*token = g.token;
 		r = DLOCK_ACQ_GRANTED;
 	}

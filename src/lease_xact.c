@@ -2,8 +2,9 @@
  *
  * lease_xact.c
  *		What dlock does when a transaction ends: wake the waiters of the
- *		keys it touched, and let a transaction that only released leases
- *		commit without waiting for its WAL flush.
+ *		keys it touched, let a transaction that only released leases
+ *		commit without waiting for its WAL flush, and abandon the
+ *		hand-over grants it received if it rolls back.
  *
  * Wake-ups.  The keys a transaction locked for writing or validating are
  * noted; once its locks are gone (top-level commit or abort), the head
@@ -31,6 +32,20 @@
  * (as PostgreSQL ends one that finds its client gone) and the grant rolls
  * back, instead of staying held by nobody until its ttl runs out.
  *
+ * Abandoned grants.  A grant that a release handed over to a waiter (in
+ * the releaser's transaction: wait_handover.c) is the waiter's only if
+ * the waiter's transaction commits too.  The grants a transaction received
+ * are kept here until it ends; if it rolls back (a later error in the
+ * statement, a cancel, a ROLLBACK, a termination), each is abandoned.
+ * dlock_abandon is the one way to abandon a grant, for every caller (this
+ * file, a waiter leaving its queue on an error or its exit:
+ * lease_acquire.c, a releaser whose waiter left: wait_handover.c): it
+ * records the grant in the shared list that makes it read as a free key
+ * (wait_abandon.c), wakes the key's head waiter (wait.c), and starts the
+ * background worker that deletes its row (maint_worker.c).  Those three
+ * files call nothing back: the list, the queue and the worker do not know
+ * each other.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -40,6 +55,7 @@
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "tcop/utility.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -47,7 +63,10 @@
 #include "wait_client.h"
 #include "base_limits.h"
 #include "base_keylock.h"
+#include "maint_worker.h"
 #include "wait.h"
+#include "wait_abandon.h"
+#include "wait_sleep.h"
 #include "lease_xact.h"
 
 /*
@@ -71,6 +90,19 @@ static XLogRecPtr async_lsn = InvalidXLogRecPtr;
 static int	async_saved_sync = -1;
 
 static bool callback_registered = false;
+
+/* grants this transaction received from a release, in TopTransactionContext */
+typedef struct ReceivedGrant
+{
+	char	   *key;
+	char	   *holder;
+	Oid			owner;
+	int64		token;
+	TimestampTz expires_at;
+} ReceivedGrant;
+
+static List *received = NIL;
+static bool received_callback_registered = false;
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -269,6 +301,90 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString,
 								params, queryEnv, dest, qc);
 	if (finishes_prepared)
 		dlock_wait_wake_all_heads();
+}
+
+/* ---- abandoned grants ---- */
+
+/*
+ * Abandon a committed hand-over grant that nobody will return: from now on
+ * it reads as a free key (wait_abandon.c), the key's head waiter is woken
+ * to take it, and a worker deletes the row (maint_worker.c).  Safe in
+ * transaction callbacks, also while a transaction aborts or the backend
+ * exits: it takes LWLocks and allocates nothing.
+ */
+void
+dlock_abandon(const char *key, const char *holder, Oid owner, int64 token,
+			  TimestampTz expires_at)
+{
+	if (!dlock_abandoned_add(key, holder, owner, token, expires_at))
+		return;
+	(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,
+												  strlen(key)).hash);
+	dlock_worker_start_undo();
+}
+
+static void
+received_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (received == NIL)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+			foreach(lc, received)
+			{
+				ReceivedGrant *r = lfirst(lc);
+
+				dlock_abandon(r->key, r->holder, r->owner, r->token,
+							  r->expires_at);
+			}
+			received = NIL;		/* the memory goes with the transaction */
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot prepare a transaction that received a lease from another transaction's release"),
+					 errdetail("Key \"%s\" was handed over to holder \"%s\" by a release that committed already.",
+							   ((ReceivedGrant *) linitial(received))->key,
+							   ((ReceivedGrant *) linitial(received))->holder)));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			received = NIL;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * A waiter returns a grant that a release handed over to it (committed in
+ * the releaser's transaction): it stands only if this transaction commits.
+ * Should it roll back (a later error in the statement, a cancel, a
+ * ROLLBACK, a termination), the grant is abandoned then.
+ */
+void
+dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
+							   int64 token, TimestampTz expires_at)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	ReceivedGrant *r = palloc(sizeof(ReceivedGrant));
+
+	r->key = text_to_cstring(key);
+	r->holder = text_to_cstring(holder);
+	r->owner = owner;
+	r->token = token;
+	r->expires_at = expires_at;
+	received = lappend(received, r);
+	MemoryContextSwitchTo(old);
+	if (!received_callback_registered)
+	{
+		RegisterXactCallback(received_xact_callback, NULL);
+		received_callback_registered = true;
+	}
 }
 
 /* called from _PG_init */

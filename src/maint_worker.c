@@ -12,7 +12,7 @@
  *  - undo: delete the rows of abandoned hand-over grants (wait_abandon.c).  The
  *    backend that abandons a grant cannot write any more (its transaction
  *    is aborting, or the backend exiting), so it starts a worker and goes
- *    on; the worker deletes the row of every abandoned grant of its
+ *    on (dlock_abandon, lease_xact.c); the worker deletes the row of every abandoned grant of its
  *    database that still holds it, one transaction each, without key locks
  *    (maint_sweep.c): the key reads as free all along.  Each deletion is a
  *    release to the key's watchers (watch_notify.c).

@@ -2,8 +2,8 @@
  *
  * wait.c
  *		Blocking acquires: a FIFO queue per key in shared memory, and
- *		sleeping on the backend's latch until a release commits, the lease
- *		runs out, or the wait does.
+ *		sleeping on the backend's latch (wait_sleep.c) until a release
+ *		commits, the lease runs out, or the wait does.
  *
  * Each waiting backend has a slot with the key's hash and a ticket drawn
  * in arrival order.  Only the waiter with the lowest ticket for a key (the
@@ -44,38 +44,32 @@
  * while the releaser writes its commit record (and waits for synchronous
  * standbys, if it does); a waiter whose wait runs out then waits for the
  * outcome, one that leaves on an error or its exit does not (see
- * dlock_wait_leave; wait_abandon.c).
+ * dlock_wait_leave): its caller abandons a grant that committed
+ * (lease_acquire.c; lease_xact.c, dlock_abandon).
  *
  * Without shared memory (dlock not preloaded), waits poll every
  * dlock.poll_interval milliseconds instead; there is no queue.
  *
  * A backend that dies while waiting: a FATAL exit clears its slot in a
- * before_shmem_exit callback; a crash resets all of shared memory.
+ * before_shmem_exit callback (lease_acquire.c's, which abandons a grant
+ * that came meanwhile); a crash resets all of shared memory.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <sched.h>
-
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "access/xlog.h"
-#include "replication/syncrep.h"
-#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
-#include "utils/wait_event.h"
 
-#include "wait_abandon.h"
 #include "base_settings.h"
-#include "wait_client.h"
 #include "compat.h"
 #include "base_limits.h"
 #include "wait.h"
+#include "wait_sleep.h"
 
 /* one waiting backend */
 typedef struct DlockWaitSlot
@@ -115,7 +109,6 @@ typedef struct DlockWaitQueue
 static DlockWaitQueue *waitq = NULL;
 
 static int	my_slot = -1;
-static bool exit_callback_registered = false;
 
 static void
 leave_slot_locked(void)
@@ -206,20 +199,6 @@ dlock_wait_wake_all_heads(void)
 }
 
 /*
- * Give the CPU to a waiter just woken (dlock.handoff_yield).  The kernel
- * often queues the woken backend on the waker's own CPU, where it would
- * wait until the waker has finished its commit and answered its client;
- * yielding lets it run now.  When nothing else is runnable on this CPU
- * the call returns at once.
- */
-void
-dlock_wait_yield(void)
-{
-	if (dlock_handoff_yield)
-		(void) sched_yield();
-}
-
-/*
  * True when waiters queue for this key and this backend is not their head.
  * *slots: the slots the key's waiters asked for (they all agree: see
  * dlock_wait_enqueue), or 0 when nobody waits for it.
@@ -240,21 +219,14 @@ dlock_wait_queue_blocks(uint64 hash, int *slots)
 	return head >= 0 && head != my_slot;
 }
 
-static void
-wait_exit_callback(int code, Datum arg)
-{
-	DlockGrant	g;
-
-	(void) dlock_wait_leave(&g, true);
-}
-
 /*
  * Join the queue for a key.  takes_grant: a release may grant the lease
  * to this waiter in the release's own transaction (see "Hand-off").
  * Without shared memory there is no queue.  Every waiter of a key asks for
  * the same slots (or for a lease and shared leases): when another waiter
  * of the key asked for other slots, this one does not join, and their
- * number comes back (else 0).
+ * number comes back (else 0).  The caller leaves the queue on every path,
+ * an error or the backend's exit too (dlock_wait_leave).
  */
 int
 dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
@@ -266,11 +238,6 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
 	if (waitq == NULL)
 		return 0;
 	Assert(my_slot < 0);
-	if (!exit_callback_registered)
-	{
-		before_shmem_exit(wait_exit_callback, (Datum) 0);
-		exit_callback_registered = true;
-	}
 
 	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < waitq->nslots; i++)
@@ -324,32 +291,12 @@ my_offer_state(void)
 }
 
 /*
- * The wait event of a waiting acquire, "DlockWait" (type Extension) where
- * PostgreSQL lets an extension name one (compat.h); looked up once per
- * backend, before the first sleep.  Until then (and on an error path that
- * waits before any sleep) the generic one.
- */
-static uint32 dlock_wait_event = PG_WAIT_EXTENSION;
-static bool dlock_wait_event_known = false;
-
-static uint32
-wait_event(void)
-{
-	if (!dlock_wait_event_known)
-	{
-		dlock_wait_event = dlock_wait_event_new("DlockWait");
-		dlock_wait_event_known = true;
-	}
-	return dlock_wait_event;
-}
-
-/*
  * Wait while a releaser writes the commit record of the grant it offered
  * this waiter; it wakes this backend as soon as it knows the outcome.
  * That takes a WAL flush, or as long as the releaser's commit waits for
  * synchronous standbys.  Interrupts are not taken here, but a cancel or
  * termination request pending ends the wait: the waiter then leaves, and
- * a grant that still commits is abandoned by the releaser (wait_abandon.c).
+ * a grant that still commits is abandoned by the releaser (wait_handover.c).
  */
 static void
 wait_for_commit_outcome(void)
@@ -358,9 +305,7 @@ wait_for_commit_outcome(void)
 	{
 		if (QueryCancelPending || ProcDiePending)
 			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10L, dlock_wait_event);
-		ResetLatch(MyLatch);
+		dlock_sleep_briefly(10L);
 	}
 }
 
@@ -373,7 +318,9 @@ wait_for_commit_outcome(void)
  * yet committing is withdrawn; one committing is waited for.  for_good: an
  * error or exit, no token will be returned: no wait (the error may be the
  * cancel of that wait; the releaser abandons a grant that commits after
- * the waiter left), and a committed grant is abandoned (wait_abandon.c).
+ * the waiter left); a committed grant comes back with its key, holder and
+ * role in *g, and the caller abandons it (dlock_abandon, lease_xact.c).
+ * Safe while a transaction aborts or the backend exits.
  */
 bool
 dlock_wait_leave(DlockGrant *g, bool for_good)
@@ -381,9 +328,6 @@ dlock_wait_leave(DlockGrant *g, bool for_good)
 	DlockWaitSlot *s;
 	uint64		hash;
 	bool		granted;
-	char		key[DLOCK_MAX_KEY_BYTES + 1];
-	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
-	Oid			owner = InvalidOid;
 
 	if (waitq == NULL || my_slot < 0)
 		return false;
@@ -395,19 +339,14 @@ dlock_wait_leave(DlockGrant *g, bool for_good)
 	granted = take_grant_locked(g);
 	if (granted && for_good)
 	{
-		strlcpy(key, s->key, sizeof(key));
-		strlcpy(holder, s->holder, sizeof(holder));
-		owner = s->owner;
+		strlcpy(g->key, s->key, sizeof(g->key));
+		strlcpy(g->holder, s->holder, sizeof(g->holder));
+		g->owner = s->owner;
 	}
 	leave_slot_locked();
 	if (!granted)
 		wake_head_locked(hash);
 	LWLockRelease(waitq->lock);
-	if (granted && for_good)
-	{
-		dlock_abandon(key, holder, owner, g->token, g->expires_at);
-		return false;
-	}
 	return granted;
 }
 
@@ -428,20 +367,6 @@ dlock_wait_granted(bool *pending)
 	st = my_offer_state();
 	*pending = (st == DLOCK_OFFER_OFFERED || st == DLOCK_OFFER_COMMITTING);
 	return st == DLOCK_OFFER_GRANTED;
-}
-
-/*
- * Make a grant received from a releaser as durable as this waiter's own
- * commit would have made it (flushed, and replicated as its
- * synchronous_commit asks) before its token is returned.  A no-op when
- * the releaser's commit did that already.
- */
-void
-dlock_wait_grant_durable(const DlockGrant *g)
-{
-	XLogFlush(g->lsn);
-	if (synchronous_commit > SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
-		SyncRepWaitForLSN(g->lsn, false);
 }
 
 /* ---- the releaser's side of a hand-off ---- */
@@ -556,19 +481,13 @@ dlock_wait_offer_end(const DlockOffer *o, bool committed, XLogRecPtr lsn)
 }
 
 /*
- * Sleep up to timeout_us, or until woken; true when woken (the latch was
- * set) rather than timed out.  Query cancel, statement_timeout and
- * termination end the sleep at once (their signal handlers set the
- * latch) and are raised here; so does the client closing its connection
- * (wait_client.c): a waiter whose client is gone must not get the key.
+ * Sleep up to timeout_us, or until woken (wait_sleep.c): at most
+ * dlock.safety_wake, or without shared memory dlock.poll_interval, since
+ * then nobody wakes this waiter; true when woken rather than timed out.
  */
 bool
 dlock_wait_sleep(int64 timeout_us)
 {
-	long		ms;
-	int			rc = 0;
-	pgsocket	sock = dlock_client_socket();
-
 	if (waitq == NULL)
 	{
 		dlock_warn_not_preloaded();
@@ -576,19 +495,7 @@ dlock_wait_sleep(int64 timeout_us)
 	}
 	else
 		timeout_us = Min(timeout_us, (int64) dlock_safety_wake_ms * 1000);
-	ms = (long) ((timeout_us + 999) / 1000);
-	if (ms > 0)
-	{
-		rc = WaitLatchOrSocket(MyLatch,
-							   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
-							   (sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0),
-							   sock, ms, wait_event());
-		ResetLatch(MyLatch);
-	}
-	CHECK_FOR_INTERRUPTS();
-	if (rc & WL_SOCKET_CLOSED)
-		dlock_client_lost();
-	return (rc & WL_LATCH_SET) != 0;
+	return dlock_sleep(timeout_us);
 }
 
 /*

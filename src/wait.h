@@ -51,17 +51,19 @@ typedef struct DlockGrant
 	int64		token;
 	TimestampTz expires_at;
 	XLogRecPtr	lsn;			/* end of the granting commit record */
+	/* left for good (dlock_wait_leave): whose grant, to abandon it */
+	Oid			owner;
+	char		key[DLOCK_MAX_KEY_BYTES + 1];
+	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockGrant;
 
 extern bool dlock_wait_wake_key(uint64 hash);
 extern void dlock_wait_wake_all_heads(void);
-extern void dlock_wait_yield(void);
 extern bool dlock_wait_queue_blocks(uint64 hash, int *slots);
 extern int	dlock_wait_enqueue(uint64 hash, text *key, text *holder,
 							   int64 ttl_us, int slots, bool takes_grant);
 extern bool dlock_wait_leave(DlockGrant *g, bool for_good);
 extern bool dlock_wait_granted(bool *pending);
-extern void dlock_wait_grant_durable(const DlockGrant *g);
 extern bool dlock_wait_offer(uint64 hash, DlockOffer *o);
 extern bool dlock_wait_offer_settle(const DlockOffer *o, bool stands);
 extern bool dlock_wait_offer_end(const DlockOffer *o, bool committed,

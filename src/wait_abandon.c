@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * wait_abandon.c
- *		Hand-over grants that their waiter never took: the waiter's
- *		transaction rolled back, or its backend exited, or it stopped
- *		waiting while the grant was committing.
+ *		The list of abandoned hand-over grants, in shared memory: grants
+ *		committed for a waiter that never took them (its transaction rolled
+ *		back, its backend exited, or it stopped waiting while the grant was
+ *		committing).
  *
  * A release that hands a key over to its head waiter (wait_handover.c) commits
  * the waiter's grant in the releaser's own transaction.  That grant is the
@@ -14,22 +15,21 @@
  * its grant must go as a rolled-back acquire of its own would.  Such a
  * grant is "abandoned":
  *
- *  - at once, in shared memory: a list of abandoned grants (database,
- *    token) that every read of dlock.lease consults (lease_store.c), so
- *    that the abandoned grant reads as a free key.  The key's head waiter
- *    is woken and takes it, with a new and greater token; without one,
- *    anyone may;
- *  - and for good soon after: a background worker (maint_worker.c) deletes the
- *    row if it still holds that very grant (without a key lock, as sweeps
- *    do: maint_sweep.c), and the entry goes.  The key's watchers, told of the
- *    grant at the release's commit, are told of its release at the
- *    worker's (watch_notify.c).
+ *  - at once, in this list (database, token), which every read of
+ *    dlock.lease consults (lease_store.c), so that the abandoned grant reads
+ *    as a free key;
+ *  - and for good soon after: a background worker (maint_worker.c) takes
+ *    each entry, deletes the row if it still holds that very grant
+ *    (without a key lock, as sweeps do: maint_sweep.c), and the entry goes.
  *
- * Who abandons a grant: the waiter, when the transaction that received it
- * rolls back (this file keeps the grants a transaction received until it
- * ends), or when it leaves the queue with a committed grant because of an
- * error or its exit (lease_acquire.c, wait.c); the releaser, when the waiter
- * left while the grant was committing (wait_handover.c).
+ * This file is only the list: record, test, take, done.  It calls no other
+ * file of dlock.  Who abandons a grant, and then wakes the key's head
+ * waiter and starts the worker, is dlock_abandon (lease_xact.c): the
+ * waiter's transaction when it rolls back (lease_xact.c keeps the grants a
+ * transaction received until it ends), the waiter that leaves its queue
+ * with a committed grant because of an error or its exit (lease_acquire.c),
+ * and the releaser whose waiter left while the grant was committing
+ * (wait_handover.c).
  *
  * An entry lasts until the worker has dealt with its row, or until the
  * grant expires (the row then reads as expired anyway) and its place is
@@ -42,19 +42,13 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
-#include "utils/builtins.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "wait_abandon.h"
 #include "base_limits.h"
-#include "base_keylock.h"
-#include "wait.h"
-#include "maint_worker.h"
 
 typedef struct AbandonedGrant
 {
@@ -81,34 +75,23 @@ typedef struct AbandonedList
 /* NULL without shared memory (dlock not preloaded) */
 static AbandonedList *abandoned = NULL;
 
-/* grants this transaction received from a release, in TopTransactionContext */
-typedef struct ReceivedGrant
-{
-	char	   *key;
-	char	   *holder;
-	Oid			owner;
-	int64		token;
-	TimestampTz expires_at;
-} ReceivedGrant;
-
-static List *received = NIL;
-static bool callback_registered = false;
-
 /*
- * Abandon a committed hand-over grant: from now on it reads as a free key;
- * the key's head waiter is woken, and a worker deletes the row.  Safe in
- * transaction callbacks, also while a transaction aborts or the backend
- * exits: it takes one LWLock and allocates nothing.
+ * Record a committed hand-over grant as abandoned: from now on it reads as
+ * a free key.  False when it could not be recorded (no shared memory, or
+ * the list is full: a WARNING says so); the caller then has nothing to
+ * wake nor to free.  Safe in transaction callbacks, also while a
+ * transaction aborts or the backend exits: it takes one LWLock and
+ * allocates nothing.
  */
-void
-dlock_abandon(const char *key, const char *holder, Oid owner, int64 token,
-			  TimestampTz expires_at)
+bool
+dlock_abandoned_add(const char *key, const char *holder, Oid owner,
+					int64 token, TimestampTz expires_at)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	AbandonedGrant *g = NULL;
 
 	if (abandoned == NULL)
-		return;
+		return false;
 	LWLockAcquire(abandoned->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < abandoned->nslots && g == NULL; i++)
 	{
@@ -143,11 +126,9 @@ dlock_abandon(const char *key, const char *holder, Oid owner, int64 token,
 				 errmsg("too many abandoned lease grants to track"),
 				 errdetail("The lease of key \"%s\" handed over to holder \"%s\", whose transaction did not commit, stays until it expires.",
 						   key, holder)));
-		return;
+		return false;
 	}
-	(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,
-												  strlen(key)).hash);
-	dlock_worker_start_undo();
+	return true;
 }
 
 /* True when this database's grant with this token was abandoned. */
@@ -224,72 +205,6 @@ dlock_abandoned_done(const DlockAbandoned *a, bool done)
 		s->taken = false;
 	}
 	LWLockRelease(abandoned->lock);
-}
-
-/* ---- grants received by this transaction ---- */
-
-static void
-abandon_xact_callback(XactEvent event, void *arg)
-{
-	ListCell   *lc;
-
-	if (received == NIL)
-		return;
-	switch (event)
-	{
-		case XACT_EVENT_ABORT:
-			foreach(lc, received)
-			{
-				ReceivedGrant *r = lfirst(lc);
-
-				dlock_abandon(r->key, r->holder, r->owner, r->token,
-							  r->expires_at);
-			}
-			received = NIL;		/* the memory goes with the transaction */
-			break;
-		case XACT_EVENT_PRE_PREPARE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot prepare a transaction that received a lease from another transaction's release"),
-					 errdetail("Key \"%s\" was handed over to holder \"%s\" by a release that committed already.",
-							   ((ReceivedGrant *) linitial(received))->key,
-							   ((ReceivedGrant *) linitial(received))->holder)));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
-			received = NIL;
-			break;
-		default:
-			break;
-	}
-}
-
-/*
- * A waiter returns a grant that a release handed over to it (committed in
- * the releaser's transaction): it stands only if this transaction commits.
- * Should it roll back (a later error in the statement, a cancel, a
- * ROLLBACK, a termination), the grant is abandoned then.
- */
-void
-dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
-							   int64 token, TimestampTz expires_at)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-	ReceivedGrant *r = palloc(sizeof(ReceivedGrant));
-
-	r->key = text_to_cstring(key);
-	r->holder = text_to_cstring(holder);
-	r->owner = owner;
-	r->token = token;
-	r->expires_at = expires_at;
-	received = lappend(received, r);
-	MemoryContextSwitchTo(old);
-	if (!callback_registered)
-	{
-		RegisterXactCallback(abandon_xact_callback, NULL);
-		callback_registered = true;
-	}
 }
 
 /* ---- shared memory (dlock.c's hooks) ---- */

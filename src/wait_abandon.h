@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * wait_abandon.h
- *		Hand-over grants that their waiter never took (wait_abandon.c).
+ *		The list of hand-over grants that their waiter never took, in
+ *		shared memory (wait_abandon.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -23,11 +24,9 @@ typedef struct DlockAbandoned
 	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockAbandoned;
 
-extern void dlock_abandon(const char *key, const char *holder, Oid owner,
-						  int64 token, TimestampTz expires_at);
-extern void dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
-										   int64 token,
-										   TimestampTz expires_at);
+extern bool dlock_abandoned_add(const char *key, const char *holder,
+								Oid owner, int64 token,
+								TimestampTz expires_at);
 extern bool dlock_abandoned(int64 token);
 extern bool dlock_abandoned_take(DlockAbandoned *a);
 extern void dlock_abandoned_done(const DlockAbandoned *a, bool done);

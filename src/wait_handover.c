@@ -16,7 +16,7 @@
  * frees the key instead; at commit the waiter is told its token, at abort
  * that nothing came of it.  A grant whose waiter left while it committed,
  * or whose waiter's own transaction then does not commit, is abandoned
- * (wait_abandon.c): it reads as a free key from then on.
+ * (dlock_abandon, lease_xact.c): it reads as a free key from then on.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,7 +28,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "wait_abandon.h"
 #include "base_limits.h"
 #include "wait_handover.h"
 #include "base_keylock.h"
@@ -144,7 +143,7 @@ settle_offers(void)
  * At commit or abort: tell the waiter.  A grant that committed while its
  * waiter stopped waiting (cancelled while this transaction wrote its
  * commit record or waited for synchronous standbys) has no taker: it is
- * abandoned, and reads as a free key from now on (wait_abandon.c).
+ * abandoned, and reads as a free key from now on (lease_xact.c).
  */
 static void
 end_offer(PendingOffer *p, bool committed)
