@@ -43,12 +43,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/json.h"
@@ -57,9 +55,20 @@
 
 #include "base_keylock.h"
 #include "watch.h"
+#include "watch_join.h"
+#include "watch_notify.h"
+#include "watch_worker.h"
 
 /* PostgreSQL's own limit (commands/async.c) */
 #define NOTIFY_PAYLOAD_LIMIT	(BLCKSZ - NAMEDATALEN - 128)
+
+/* what happened to a key */
+typedef enum DlockWatchKind
+{
+	DLOCK_WATCH_GRANTED,		/* a new grant: new holder or new token */
+	DLOCK_WATCH_RELEASED,		/* freed: release, release_all, force_release */
+	DLOCK_WATCH_EXPIRED			/* ran out with nobody releasing it */
+} DlockWatchKind;
 
 /* one change of this transaction */
 typedef struct WatchEvent
@@ -92,18 +101,6 @@ static bool granted_watched = false;	/* a watched key got a new lease */
 static const char *const kind_names[] = {"granted", "released", "expired"};
 static const char *const cause_names[] = {NULL, "acquire", "handover", "takeover"};
 
-/*
- * May role see (and so be told about) a lease owned by owner?  The rule of
- * the views (views_sql.c, role_sees): keep the two alike.
- */
-bool
-dlock_watch_role_sees(Oid role, Oid owner)
-{
-	return superuser_arg(role) ||
-		has_privs_of_role(role, ROLE_PG_READ_ALL_STATS) ||
-		(OidIsValid(owner) && has_privs_of_role(role, owner));
-}
-
 static void
 record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 	   Oid owner, int64 token, TimestampTz expires_at)
@@ -131,44 +128,37 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 }
 
 /*
- * A new grant of key (to holder, as owner, with token until expires_at).
- * old is the row it replaced: a lease still held there had run out, and
- * its expiry is reported first (a takeover); a hand-over grant abandoned
- * there, that dlock's worker has not freed yet, is reported released.  handover: a release granted
- * it to its head waiter.
+ * A new grant of key to holder (as owner, with token until expires_at),
+ * come about as cause says.  The grant reports what it replaced first: a
+ * lease it took over, as expired; an abandoned hand-over grant, as
+ * released (lease.c).
  */
 void
-dlock_watch_granted(text *key, const DlockLease *old, text *holder, Oid owner,
-					int64 token, TimestampTz expires_at, bool handover)
+dlock_watch_granted(text *key, DlockWatchCause cause, text *holder, Oid owner,
+					int64 token, TimestampTz expires_at)
 {
-	DlockWatchCause cause = handover ? DLOCK_CAUSE_HANDOVER : DLOCK_CAUSE_ACQUIRE;
-
-	if (old != NULL && old->held)
-	{
-		dlock_watch_expired(key, old);
-		cause = DLOCK_CAUSE_TAKEOVER;
-	}
-	/* a hand-over grant abandoned by its waiter, not freed yet: freed now */
-	if (old != NULL && old->abandoned_by != NULL)
-		dlock_watch_abandoned(key, old->abandoned_by, old->abandoned_owner,
-							  old->token, old->expires_at);
 	record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token, expires_at);
 }
 
-/* key's live lease *old was freed (or handed over: a grant follows) */
+/*
+ * key's live lease (holder, owner, token, expires_at) was freed, or handed
+ * over (a grant follows)
+ */
 void
-dlock_watch_released(text *key, const DlockLease *old)
+dlock_watch_released(text *key, text *holder, Oid owner, int64 token,
+					 TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, old->holder,
-		   old->owner, old->token, old->expires_at);
+	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, holder, owner, token,
+		   expires_at);
 }
 
-/* key's lease *l has run out */
+/* key's lease (holder, owner, token, expires_at) has run out */
 void
-dlock_watch_expired(text *key, const DlockLease *l)
+dlock_watch_expired(text *key, text *holder, Oid owner, int64 token,
+					TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_EXPIRED, DLOCK_CAUSE_NONE, key, l->holder, l->owner,
-		   l->token, l->expires_at);
+	record(DLOCK_WATCH_EXPIRED, DLOCK_CAUSE_NONE, key, holder, owner, token,
+		   expires_at);
 }
 
 /* the hand-over of key with token did not happen: the key was freed */
@@ -327,7 +317,7 @@ same_key(text *a, text *b)
 
 /*
  * Say which key (or that several) this transaction changed, for the
- * watchers that join while it commits (watch.c, "Transactions").
+ * watchers that join while it commits (watch_join.c).
  */
 static void
 publish(void)
@@ -414,7 +404,6 @@ watch_xact_callback(XactEvent event, void *arg)
 				send_pending();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			dlock_watch_ops_prepare();
 			forget_all();
 			break;
 		case XACT_EVENT_COMMIT:
@@ -422,8 +411,6 @@ watch_xact_callback(XactEvent event, void *arg)
 			/* the worker learns the new expiry */
 			if (granted_watched)
 				dlock_watch_poke_worker(MyDatabaseId);
-			dlock_watch_ops_end(true, true, InvalidSubTransactionId,
-								InvalidSubTransactionId);
 			forget_all();
 			break;
 		case XACT_EVENT_ABORT:
@@ -435,8 +422,6 @@ watch_xact_callback(XactEvent event, void *arg)
 
 				dlock_watch_unclaim_expiry(&c->w, c->through, c->previous);
 			}
-			dlock_watch_ops_end(false, true, InvalidSubTransactionId,
-								InvalidSubTransactionId);
 			forget_all();
 			break;
 		default:
@@ -463,12 +448,11 @@ watch_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		else
 			events = foreach_delete_current(events, lc);
 	}
-	dlock_watch_ops_end(event == SUBXACT_EVENT_COMMIT_SUB, false, subid, parent);
 }
 
 /*
- * Called from _PG_init, before the other parts of dlock register theirs:
- * PostgreSQL calls the callback registered last first, so this one runs
+ * Called from _PG_init (dlock.c), before the other parts of dlock register
+ * theirs: PostgreSQL calls the callback registered last first, so this runs
  * after the hand-over's pre-commit (wait_handover.c).
  */
 void
