@@ -55,9 +55,24 @@
 #define ERROR_RETRY_MS		1000
 
 /*
+ * The keys whose lock this round keeps to its end (see check_key), in the
+ * worker's own memory: their head waiters are woken once it has ended.
+ */
+static uint64 *kept_keys = NULL;
+static int	nkept = 0;
+
+/*
  * Look at one watched key: record the expiry of each of its holders (a
  * lease, a semaphore's slots, shared holders) that has run out, else lower
  * *next to when the first will.
+ *
+ * When a holder has run out, the key's lock is kept until the round's
+ * transaction ends, so that an acquire that would take that holder over
+ * waits for the round's outcome: at its commit the expiry is sent; at a
+ * rollback the watchers' marks are given back first (watch_notify.c), and
+ * the acquire sends the expiry itself.  Given back at once, an acquire
+ * could take the holder over between the two and, finding the mark moved,
+ * leave the expiry to a round that then rolls back: it would never be sent.
  */
 static void
 check_key(DlockStore *s, text *key, TimestampTz *next)
@@ -67,6 +82,7 @@ check_key(DlockStore *s, text *key, TimestampTz *next)
 	DlockLease *ls;
 	int			n;
 	TimestampTz now;
+	bool		ran_out = false;
 
 	if (!dlock_key_trylock(&kl, ShareLock))
 	{
@@ -78,17 +94,25 @@ check_key(DlockStore *s, text *key, TimestampTz *next)
 	now = GetCurrentTimestamp();
 	/* before an acquire may take one of them over */
 	dlock_watch_read_through(key, now);
-	dlock_key_unlock(&kl, ShareLock);
-	/* a head waiter that found the key locked just now tries again */
-	(void) dlock_wait_wake_key(kl.hash);
 	for (int i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (ls[i].held && ls[i].expires_at <= now)
+		{
 			dlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,
 								ls[i].expires_at);
+			ran_out = true;
+		}
 		else if (ls[i].held)
 			*next = Min(*next, ls[i].expires_at);
+	}
+	if (ran_out)
+		kept_keys[nkept++] = kl.hash;
+	else
+	{
+		dlock_key_unlock(&kl, ShareLock);
+		/* a head waiter that found the key locked just now tries again */
+		(void) dlock_wait_wake_key(kl.hash);
 	}
 }
 
@@ -101,8 +125,10 @@ round_once(Oid dboid)
 	int			n;
 	text	  **keys = dlock_watch_db_keys(dboid, &n);
 
+	nkept = 0;
 	if (n == 0)
 		return next;
+	kept_keys = palloc(sizeof(uint64) * n);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -146,6 +172,10 @@ round_safely(Oid dboid, MemoryContext cxt)
 		next = GetCurrentTimestamp() + ERROR_RETRY_MS * 1000;
 	}
 	PG_END_TRY();
+	/* the kept keys' locks went with the transaction: waiters try again */
+	for (int i = 0; i < nkept; i++)
+		(void) dlock_wait_wake_key(kept_keys[i]);
+	nkept = 0;
 	MemoryContextSwitchTo(cxt);
 	MemoryContextReset(cxt);
 	return next;
