@@ -167,6 +167,7 @@ watch-expiry-mark-not-moved@src/watch_expiry.c@\tdlock_watch_read_through(key, n
 watch-expiry-mark-after-read@src/watch_notify.c@\t\t\treturn c->previous;@\t\t\treturn c->through;@tap:098_watch_shapes
 watch-abandoned-not-released@src/maint_worker.c@\t\tdlock_watch_abandoned(key, holder, a->owner, a->token, a->expires_at);@\t\t(void) 0;@tap:098_watch_shapes
 watch-expiry-lock-given-back-early@src/watch_expiry.c@\tif (ran_out)@\tif (false)@tap:099_watch_once
+watch-abandoned-released-twice@src/watch_notify.c@\tif (n > 0 && ev->abandoned && !claim_release(ev->token))@\tif (false)@tap:099_watch_once
 watch-leader-slot-0-only@src/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
 watch-abandoned-taken-not-released@src/lease.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
 abandon-nothing-on-abort@src/wait_abandon.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned

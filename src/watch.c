@@ -56,12 +56,24 @@ typedef struct WatchEntry
 	char		key[DLOCK_MAX_KEY_BYTES];
 } WatchEntry;
 
+/* how many abandoned grants' releases the registry remembers */
+#define RELEASES_KEPT	64
+
+/* an abandoned hand-over grant whose release went to its key's watchers */
+typedef struct SentRelease
+{
+	Oid			dboid;
+	int64		token;
+} SentRelease;
+
 typedef struct WatchRegistry
 {
-	LWLock	   *lock;			/* protects the entries (not the atomics) */
+	LWLock	   *lock;			/* protects all but the atomics */
 	pg_atomic_uint32 nentries;	/* entries in use; read without the lock */
 	uint32		next_generation;
 	int			max_entries;
+	int			next_release;	/* the oldest in released[], overwritten next */
+	SentRelease released[RELEASES_KEPT];
 } WatchRegistry;
 
 #define DLOCK_WATCH_TRANCHE "dlock watch"
@@ -349,6 +361,47 @@ dlock_watch_expired_through(const DlockWatcher *w)
 	return t;
 }
 
+/*
+ * The release of an abandoned hand-over grant (token, in database dboid)
+ * is reported twice when a grant reads its row (as free) while dlock's
+ * worker deletes it: the grant's write waits for the delete and writes the
+ * key's row anew, and both transactions report the release.  The first of
+ * them to send it claims it here at its pre-commit; the other, whose
+ * pre-commit comes after that commit, finds it claimed and sends nothing.
+ * True if this claim is the first; a claim is given back if its
+ * transaction rolls back.  The last RELEASES_KEPT claims are remembered,
+ * plenty for the two transactions' short overlap.
+ */
+bool
+dlock_watch_claim_release(Oid dboid, int64 token)
+{
+	bool		first = true;
+
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RELEASES_KEPT && first; i++)
+		first = !(reg->released[i].token == token &&
+				  reg->released[i].dboid == dboid);
+	if (first)
+	{
+		reg->released[reg->next_release].dboid = dboid;
+		reg->released[reg->next_release].token = token;
+		reg->next_release = (reg->next_release + 1) % RELEASES_KEPT;
+	}
+	LWLockRelease(reg->lock);
+	return first;
+}
+
+/* Give a claim back: the transaction that made it rolled back. */
+void
+dlock_watch_unclaim_release(Oid dboid, int64 token)
+{
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RELEASES_KEPT; i++)
+		if (reg->released[i].token == token && reg->released[i].dboid == dboid)
+			reg->released[i].dboid = InvalidOid;
+	LWLockRelease(reg->lock);
+}
+
 /* The distinct keys watched in database dboid (for its worker). */
 text	  **
 dlock_watch_db_keys(Oid dboid, int *n)
@@ -447,5 +500,7 @@ dlock_watch_shmem_startup(void)
 		pg_atomic_init_u32(&reg->nentries, 0);
 		reg->next_generation = 0;
 		reg->max_entries = dlock_max_watches;
+		reg->next_release = 0;
+		memset(reg->released, 0, sizeof(reg->released));
 	}
 }

@@ -51,6 +51,10 @@ extern void dlock_watch_unclaim_expiry(const DlockWatcher *w,
 									   TimestampTz through, int64 previous);
 extern TimestampTz dlock_watch_expired_through(const DlockWatcher *w);
 
+/* an abandoned grant's release, sent once (watch_notify.c) */
+extern bool dlock_watch_claim_release(Oid dboid, int64 token);
+extern void dlock_watch_unclaim_release(Oid dboid, int64 token);
+
 /* the setting and shared memory (dlock.c) */
 extern void dlock_watch_init(void);
 extern void dlock_watch_shmem_request(void);

@@ -77,6 +77,7 @@ typedef struct WatchEvent
 	DlockWatchCause cause;
 	SubTransactionId subid;
 	bool		withdrawn;		/* a hand-over that did not happen */
+	bool		abandoned;		/* the release of an abandoned grant */
 	text	   *key;
 	text	   *holder;
 	Oid			owner;
@@ -96,12 +97,13 @@ typedef struct ExpiryClaim
 /* in TopTransactionContext */
 static List *events = NIL;
 static List *claims = NIL;
+static List *released = NIL;	/* tokens of abandoned grants claimed */
 static bool granted_watched = false;	/* a watched key got a new lease */
 
 static const char *const kind_names[] = {"granted", "released", "expired"};
 static const char *const cause_names[] = {NULL, "acquire", "handover", "takeover"};
 
-static void
+static WatchEvent *
 record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 	   Oid owner, int64 token, TimestampTz expires_at)
 {
@@ -110,13 +112,14 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 
 	/* without shared memory nobody can watch */
 	if (!dlock_watch_available())
-		return;
+		return NULL;
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	ev = palloc(sizeof(WatchEvent));
 	ev->kind = kind;
 	ev->cause = cause;
 	ev->subid = GetCurrentSubTransactionId();
 	ev->withdrawn = false;
+	ev->abandoned = false;
 	ev->key = DatumGetTextPCopy(PointerGetDatum(key));
 	ev->holder = holder ? DatumGetTextPCopy(PointerGetDatum(holder)) : NULL;
 	ev->owner = owner;
@@ -125,6 +128,7 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 	ev->at = GetCurrentTimestamp();
 	events = lappend(events, ev);
 	MemoryContextSwitchTo(old);
+	return ev;
 }
 
 /*
@@ -137,7 +141,8 @@ void
 dlock_watch_granted(text *key, DlockWatchCause cause, text *holder, Oid owner,
 					int64 token, TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token, expires_at);
+	(void) record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token,
+				  expires_at);
 }
 
 /*
@@ -148,8 +153,8 @@ void
 dlock_watch_released(text *key, text *holder, Oid owner, int64 token,
 					 TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, holder, owner, token,
-		   expires_at);
+	(void) record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, holder, owner,
+				  token, expires_at);
 }
 
 /* key's lease (holder, owner, token, expires_at) has run out */
@@ -157,8 +162,8 @@ void
 dlock_watch_expired(text *key, text *holder, Oid owner, int64 token,
 					TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_EXPIRED, DLOCK_CAUSE_NONE, key, holder, owner, token,
-		   expires_at);
+	(void) record(DLOCK_WATCH_EXPIRED, DLOCK_CAUSE_NONE, key, holder, owner,
+				  token, expires_at);
 }
 
 /* the hand-over of key with token did not happen: the key was freed */
@@ -182,14 +187,18 @@ dlock_watch_grant_withdrawn(text *key, int64 token)
 /*
  * The hand-over grant of key to holder (as owner, with token until
  * expires_at) was abandoned by its waiter, and dlock's worker freed its row
- * (wait_abandon.c): the key is free again, a release to its watchers.
+ * (wait_abandon.c), or a grant took it (lease.c): the key is free again, a
+ * release to its watchers, sent once if both report it (send_event).
  */
 void
 dlock_watch_abandoned(text *key, text *holder, Oid owner, int64 token,
 					  TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, holder, owner, token,
-		   expires_at);
+	WatchEvent *ev = record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key,
+							holder, owner, token, expires_at);
+
+	if (ev != NULL)
+		ev->abandoned = true;
 }
 
 /*
@@ -339,6 +348,26 @@ publish(void)
 							   many);
 }
 
+/*
+ * Claim the release of the abandoned grant token for this transaction
+ * (watch.c, dlock_watch_claim_release); false if another sent it.
+ */
+static bool
+claim_release(int64 token)
+{
+	MemoryContext old;
+	int64	   *t;
+
+	if (!dlock_watch_claim_release(MyDatabaseId, token))
+		return false;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	t = palloc(sizeof(int64));
+	*t = token;
+	released = lappend(released, t);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
 /* send ev to its watchers that may see it */
 static void
 send_event(const WatchEvent *ev)
@@ -350,6 +379,9 @@ send_event(const WatchEvent *ev)
 
 	if (n > 0 && ev->kind == DLOCK_WATCH_GRANTED)
 		granted_watched = true;
+	/* an abandoned grant's release: unless another transaction sent it */
+	if (n > 0 && ev->abandoned && !claim_release(ev->token))
+		return;
 	for (int i = 0; i < n; i++)
 	{
 		/* once per holder: unless the worker or an acquire sent it */
@@ -389,6 +421,7 @@ forget_all(void)
 	/* the memory goes with TopTransactionContext */
 	events = NIL;
 	claims = NIL;
+	released = NIL;
 	granted_watched = false;
 }
 
@@ -422,6 +455,9 @@ watch_xact_callback(XactEvent event, void *arg)
 
 				dlock_watch_unclaim_expiry(&c->w, c->through, c->previous);
 			}
+			foreach(lc, released)
+				dlock_watch_unclaim_release(MyDatabaseId,
+											*(int64 *) lfirst(lc));
 			forget_all();
 			break;
 		default:

@@ -2,11 +2,14 @@
 #
 # 099_watch_once.pl: each event of a watched key is sent once, also when
 # two transactions report it and one of them is held up at its commit
-# (README Guarantees, "Watching"; src/watch_expiry.c).
+# (README "Watching keys", Guarantees; src/watch_expiry.c, src/watch.c).
 #
 #  - an expiry found by the watch worker, whose round then rolls back
 #    after an acquire took the expired holder over: the expiry is sent
-#    all the same (by the acquire, which waits for the round's outcome).
+#    all the same (by the acquire, which waits for the round's outcome);
+#  - an abandoned hand-over grant whose row dlock's worker deletes while
+#    a new acquire reads it as free and writes the key anew: its release
+#    is sent once, not by both.
 #
 # To hold a transaction up at its commit, another session commits a
 # NOTIFY and then waits for a synchronous standby that never comes: it
@@ -38,6 +41,7 @@ $node->safe_psql(
 	'postgres', q{
 	CREATE EXTENSION dlock;
 	CREATE TABLE written (n int);
+	CREATE TABLE gate (n int);
 	CREATE ROLE regress_once_a LOGIN;
 	CREATE ROLE regress_once_b LOGIN;
 	CREATE ROLE regress_once_w LOGIN IN ROLE regress_once_a;
@@ -133,6 +137,46 @@ sub waits
 	ok(defined $tb, 'b took the key over');
 	$b->quit;
 	sql("SELECT dlock_force_release('wo:exp')");
+	watch_stop($w);
+}
+
+# ---- an abandoned grant, its row deleted as the next acquire takes it ----
+{
+	my $w = watch_start($node, 'wo:ab');
+	my $ta = sql("SELECT dlock_acquire('wo:ab', 'a', '1 hour')");
+	# b is handed the key by a's release, then its statement fails: it
+	# never saw its token (the gate holds it up in between)
+	my ($g) = session();
+	$g->query_safe('BEGIN; LOCK TABLE gate;');
+	my ($b) = session();
+	$b->query_until(qr/waiting/, "\\echo waiting\n"
+		  . "DO \$\$ BEGIN PERFORM dlock_acquire('wo:ab', 'b', '1 hour', '90 s');"
+		  . " LOCK TABLE gate; RAISE EXCEPTION 'b fails'; END \$\$;\n");
+	poll('b waits', "SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'wo:ab'");
+	sql("SELECT dlock_release('wo:ab', 'a', $ta)");
+	my @e = events($w, 3, 'the hand-over');
+	my $tb = $e[2]{token} // 'none';
+	is_deeply([ map { brief($_) } @e ],
+		[ "granted/acquire/a/$ta", "released/-/a/$ta", "granted/handover/b/$tb" ],
+		'the key is handed over to b');
+	my @x = hold_notify_lock();
+	$g->query_safe('ROLLBACK');    # b fails: the grant is abandoned
+	poll('dlock\'s worker held up after deleting the row', waits('dlock worker', 'object'));
+	my ($c) = session();
+	$c->query_until(qr/asking/,
+		"\\echo asking\nSELECT 'token=' || dlock_acquire('wo:ab', 'c', '1 hour');\n");
+	poll('c waits for the delete', waits('client backend', 'transactionid'));
+	free_notify_lock(@x);
+	my ($tc) = $c->query_safe("SELECT 'done'") =~ /token=(\d+)/;
+	$tc //= 'none';
+	is_deeply(briefs($w, 2, 'the release and the next grant'),
+		[ "released/-/b/$tb", "granted/acquire/c/$tc" ],
+		'an abandoned grant deleted as the next acquire takes it is released once');
+	ok(quiet_for($w, 2), 'and nothing else');
+	$b->quit;
+	$c->quit;
+	$g->quit;
+	sql("SELECT dlock_force_release('wo:ab')");
 	watch_stop($w);
 }
 
