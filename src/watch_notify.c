@@ -54,6 +54,7 @@
 #include "utils/timestamp.h"
 
 #include "base_keylock.h"
+#include "compat.h"
 #include "watch.h"
 #include "watch_join.h"
 #include "watch_notify.h"

@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "base_store.h"
+#include "compat.h"
 #include "lease_store.h"
 #include "watch.h"
 #include "watch_join.h"
