@@ -23,8 +23,13 @@
  * lock and moves that mark to the time it read at once (given back if its
  * transaction rolls back); it sends the expiries between the mark before
  * and then.  An acquire that takes over a holder that ran out (under the
- * key's lock, so not while the worker reads it) sends that expiry only if
- * it is past the mark.
+ * key's lock, so not while the worker reads it, nor before the worker's
+ * round that found it has ended: watch_expiry.c) sends that expiry only if
+ * it is past the mark.  The release of an abandoned hand-over grant may be
+ * reported by two transactions (dlock's worker deleting its row, and a
+ * grant that read that row as free); the first to send it claims it in
+ * the registry (given back if its transaction rolls back), and the other
+ * sends nothing.
  *
  * A transaction that is prepared (PREPARE TRANSACTION) sends nothing: its
  * changes are dropped at PREPARE, since PostgreSQL cannot keep a NOTIFY
