@@ -158,21 +158,23 @@ fence-waits-for-hidden-rows@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, Sha
 unclaim-all-keys-at-once@src/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
 release-all-keys-at-once@src/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
 watch-savepoint-rollback-sent@src/watch_notify.c@\t\t\tevents = foreach_delete_current(events, lc);@\t\t\t(void) lc;@tap:095_watch
-watch-ignores-role@src/watch_notify.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
-watch-no-expiry@src/watch_worker.c@\t\t\tdlock_watch_expired(key, &ls[i]);@\t\t\t(void) 0;@tap:095_watch
-watch-expiry-while-live@src/watch_worker.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held)@tap:095_watch
+watch-ignores-role@src/watch.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
+watch-no-expiry@src/watch_expiry.c@\t\t\tdlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@\t\t\tif (false) dlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@tap:095_watch
+watch-expiry-while-live@src/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held)@tap:095_watch
 watch-expiry-twice@src/watch_notify.c@\t\t\tev->expires_at <= expired_through_before(&w[i]))@\t\t\tfalse)@tap:095_watch
 watch-joins-unsafely@src/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
-watch-no-handover-grant@src/wait_handover.c@\t\tdlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,@\t\tif (false) dlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,@tap:095_watch
+watch-no-handover-grant@src/wait_handover.c@\t\tdlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@\t\tif (false) dlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@tap:095_watch
 watch-worker-not-restarted@src/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
-watch-rolled-back-watch-stays@src/watch.c@\t\telse if (op->add != commit)@\t\telse if (!op->add && commit)@regress:watch
+watch-rolled-back-watch-stays@src/watch_session.c@\t\telse if (op->add != commit)@\t\telse if (!op->add && commit)@regress:watch
 watch-leader-shows-all@src/watch_session.c@return found && dlock_watch_role_sees(GetUserId(), l->owner);@return found;@regress:watch
-watch-expiry-slot-0-only@src/watch_worker.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held && ls[i].expires_at <= now && ls[i].slot == 0)@tap:098_watch_shapes
-watch-expiry-mark-not-moved@src/watch_worker.c@\tdlock_watch_read_through(key, now);@\t(void) 0;@tap:098_watch_shapes
+watch-expiry-slot-0-only@src/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held && ls[i].expires_at <= now && ls[i].slot == 0)@tap:098_watch_shapes
+watch-expiry-mark-not-moved@src/watch_expiry.c@\tdlock_watch_read_through(key, now);@\t(void) 0;@tap:098_watch_shapes
 watch-expiry-mark-after-read@src/watch_notify.c@\t\t\treturn c->previous;@\t\t\treturn c->through;@tap:098_watch_shapes
 watch-abandoned-not-released@src/maint_worker.c@\t\tdlock_watch_abandoned(key, holder, a->owner, a->token, a->expires_at);@\t\t(void) 0;@tap:098_watch_shapes
+watch-expiry-lock-given-back-early@src/watch_expiry.c@\tif (ran_out)@\tif (false)@tap:099_watch_once
+watch-abandoned-released-twice@src/watch_notify.c@\tif (n > 0 && ev->abandoned && !claim_release(ev->token))@\tif (false)@tap:099_watch_once
 watch-leader-slot-0-only@src/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
-watch-abandoned-taken-not-released@src/watch_notify.c@\tif (old != NULL && old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
+watch-abandoned-taken-not-released@src/lease.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
 abandon-nothing-on-abort@src/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
 abandoned-grants-read-held@src/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
 abandoned-rows-kept@src/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned

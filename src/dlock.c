@@ -8,7 +8,9 @@
  * Each part of dlock that keeps something in shared memory declares,
  * sizes and initialises it itself (the wait queue in wait.c, the counters
  * in base_stats.c, the claims' step hints and give-back count in claim_hint.c, the abandoned
- * hand-over grants in wait_abandon.c); the hooks here
+ * hand-over grants in wait_abandon.c, the watch registry, the watched
+ * commits and the watch workers' slots in watch.c, watch_join.c and
+ * watch_worker.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead
  * of being woken, and dlock_stats and dlock_waiters are empty; the first
@@ -31,6 +33,10 @@
 #include "claim_hint.h"
 #include "wait.h"
 #include "watch.h"
+#include "watch_join.h"
+#include "watch_notify.h"
+#include "watch_session.h"
+#include "watch_worker.h"
 #include "lease_xact.h"
 
 PG_MODULE_MAGIC;
@@ -49,6 +55,8 @@ dlock_shmem_request(void)
 	dlock_stats_shmem_request();
 	dlock_claim_hint_shmem_request();
 	dlock_watch_shmem_request();	/* watch (issue 26) */
+	dlock_watch_join_shmem_request();
+	dlock_watch_worker_shmem_request();
 	dlock_abandon_shmem_request();
 }
 
@@ -62,6 +70,8 @@ dlock_shmem_startup(void)
 	dlock_stats_shmem_startup();
 	dlock_claim_hint_shmem_startup();
 	dlock_watch_shmem_startup();	/* watch (issue 26) */
+	dlock_watch_join_shmem_startup();
+	dlock_watch_worker_shmem_startup();
 	dlock_abandon_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -70,7 +80,9 @@ void
 _PG_init(void)
 {
 	dlock_settings_define();
-	dlock_watch_init();			/* watch (issue 26): its setting, callbacks */
+	dlock_watch_init();			/* watch (issue 26): its setting */
+	dlock_watch_notify_init();	/* before dlock_xact_init: see there */
+	dlock_watch_session_init();
 	MarkGUCPrefixReserved("dlock");
 
 	dlock_xact_init();

@@ -67,7 +67,7 @@
 #include "maint_sweep.h"
 #include "base_token.h"
 #include "wait.h"
-#include "watch.h"
+#include "watch_notify.h"
 #include "lease_xact.h"
 
 /* ---- decisions ---- */
@@ -99,6 +99,31 @@ give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
 {
 	dlock_key_unlock(kl, mode);
 	(void) dlock_wait_wake_key(kl->hash);
+}
+
+/*
+ * Tell the key's watchers of a new grant (watch_notify.c), and first of
+ * what it replaced, the row read as *old: a lease still held there had run
+ * out, and its expiry is reported (a takeover); a hand-over grant
+ * abandoned there, that dlock's worker has not freed yet, is freed now,
+ * a release.
+ */
+static void
+watch_grant(text *key, const DlockLease *old, text *holder, Oid role,
+			int64 token, TimestampTz expires_at)
+{
+	DlockWatchCause cause = DLOCK_CAUSE_ACQUIRE;
+
+	if (old->held)
+	{
+		dlock_watch_expired(key, old->holder, old->owner, old->token,
+							old->expires_at);
+		cause = DLOCK_CAUSE_TAKEOVER;
+	}
+	if (old->abandoned_by != NULL)
+		dlock_watch_abandoned(key, old->abandoned_by, old->abandoned_owner,
+							  old->token, old->expires_at);
+	dlock_watch_granted(key, cause, holder, role, token, expires_at);
 }
 
 /*
@@ -190,7 +215,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		dlock_lease_store_grant(&s, key, &l, holder, role, *token, ttl_us,
 						  now, *expires_at);
 		res = l.held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
-		dlock_watch_granted(key, &l, holder, role, *token, *expires_at, false);	/* watch (issue 26) */
+		watch_grant(key, &l, holder, role, *token, *expires_at);
 		dlock_xact_note_key(&kl);
 	}
 	dlock_store_close(&s);

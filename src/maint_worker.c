@@ -48,7 +48,7 @@
 #include "maint_sweep.h"
 #include "maint_worker.h"
 #include "wait_abandon.h"
-#include "watch.h"
+#include "watch_notify.h"
 
 typedef enum DlockWorkerTask
 {

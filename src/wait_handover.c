@@ -34,7 +34,7 @@
 #include "lease_store.h"
 #include "base_token.h"
 #include "wait.h"
-#include "watch.h"
+#include "watch_notify.h"
 #include "lease_xact.h"
 
 /* one offer made by this transaction */
@@ -81,7 +81,7 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 {
 	DlockOffer	o;
 
-	dlock_watch_released(key, l);	/* watch (issue 26) */
+	dlock_watch_released(key, l->holder, l->owner, l->token, l->expires_at);
 
 	/*
 	 * Only a release that is its transaction as a whole: the waiter learns
@@ -99,8 +99,8 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 		p->offer.expires_at = now + o.ttl_us;
 		dlock_lease_store_grant(s, key, l, o.holder, o.owner, p->offer.token,
 								o.ttl_us, now, p->offer.expires_at);
-		dlock_watch_granted(key, NULL, o.holder, o.owner, p->offer.token,
-							p->offer.expires_at, true);	/* watch (issue 26) */
+		dlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,
+							p->offer.token, p->offer.expires_at);
 	}
 	else
 		dlock_lease_store_free(s, key, l, now);

@@ -2,42 +2,37 @@
  *
  * watch.c
  *		The registry of watched keys in shared memory: which session watches
- *		which key, on which channel, as which role; and dlock_watch and
- *		dlock_unwatch as transactional changes of it.
+ *		which key, on which channel, as which role, and up to when its key's
+ *		expiries were sent to it.  The ground floor of the watch_* files:
+ *		it calls none of them; they call it.
  *
- * Each watching session has one notification channel, a random name drawn
- * from pg_strong_random ("dlock_" and 32 hex digits) that dlock_watch
- * LISTENs on for it (watch_session.c).  NOTIFY channels are not access-controlled: anyone
- * who knows a name can listen on it, or send on it.  A random name known
- * only to its session keeps both out; dlock never sends on a shared or
- * guessable channel.  One entry per (session, key) holds the key, the
- * channel, the role that called dlock_watch, and the time up to which the
- * expiries of its key's holders were sent to it (so that an expiry goes
- * out once per entry, whichever holder of a semaphore it was).
- *
- * Transactions.  dlock_watch puts its entry in at once, so that a change
- * committing from then on finds it, and takes it out again if its
- * (sub)transaction rolls back; dlock_unwatch takes entries out at commit.
- * A change committing as a watcher joins is waited for (watch_join.c).
+ * One entry per (session, key) holds the key, the session's notification
+ * channel (a random name: watch_session.c), the role that called
+ * dlock_watch, and the time up to which the expiries of its key's holders
+ * were sent to it (so that an expiry goes out once per entry, whichever
+ * holder of a semaphore it was: watch_notify.c moves that mark).  The
+ * session puts its entries in and takes them out (watch_session.c, which
+ * makes that transactional); the changing transactions (watch_notify.c)
+ * and the expiry worker (watch_worker.c, watch_expiry.c) read them.  Who
+ * may be told of a lease is decided here too (dlock_watch_role_sees), for
+ * the notifications and for dlock_leader alike.
  *
  * The whole registry lives in shared memory: it needs dlock in
- * shared_preload_libraries.  Entries go when their session ends (a
- * before_shmem_exit callback), or all at once when a crash resets shared
- * memory (the sessions are gone too).
+ * shared_preload_libraries.  Entries go when their session ends, or all at
+ * once when a crash resets shared memory (the sessions are gone too).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
-#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "base_keylock.h"
@@ -61,22 +56,25 @@ typedef struct WatchEntry
 	char		key[DLOCK_MAX_KEY_BYTES];
 } WatchEntry;
 
+/* how many abandoned grants' releases the registry remembers */
+#define RELEASES_KEPT	64
+
+/* an abandoned hand-over grant whose release went to its key's watchers */
+typedef struct SentRelease
+{
+	Oid			dboid;
+	int64		token;
+} SentRelease;
+
 typedef struct WatchRegistry
 {
-	LWLock	   *lock;			/* protects the entries (not the atomics) */
+	LWLock	   *lock;			/* protects all but the atomics */
 	pg_atomic_uint32 nentries;	/* entries in use; read without the lock */
 	uint32		next_generation;
 	int			max_entries;
+	int			next_release;	/* the oldest in released[], overwritten next */
+	SentRelease released[RELEASES_KEPT];
 } WatchRegistry;
-
-/* one dlock_watch or dlock_unwatch of this transaction */
-typedef struct WatchOp
-{
-	bool		add;			/* dlock_watch put the entry in */
-	SubTransactionId subid;
-	int			len;
-	char		key[FLEXIBLE_ARRAY_MEMBER];
-} WatchOp;
 
 #define DLOCK_WATCH_TRANCHE "dlock watch"
 
@@ -85,9 +83,6 @@ int			dlock_max_watches = 1024;
 /* NULL without shared memory (dlock not preloaded) */
 static WatchRegistry *reg = NULL;
 static WatchEntry *entries = NULL;
-
-static bool exit_callback_registered = false;
-static List *pending_ops = NIL;	/* in TopTransactionContext */
 
 bool
 dlock_watch_available(void)
@@ -128,165 +123,31 @@ free_entry_locked(int i)
 	pg_atomic_fetch_sub_u32(&reg->nentries, 1);
 }
 
-/* take this session's entry for key out, if it has one */
-static void
-remove_mine(const char *key, int len)
-{
-	int			i;
-
-	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
-	i = my_entry_locked(key, len);
-	if (i >= 0)
-		free_entry_locked(i);
-	LWLockRelease(reg->lock);
-}
-
-/* before_shmem_exit: the session's entries go with it */
-static void
-watch_exit_callback(int code, Datum arg)
-{
-	bool		had = false;
-
-	if (reg == NULL)
-		return;
-	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < reg->max_entries; i++)
-		if (entry_is_mine(&entries[i]))
-		{
-			free_entry_locked(i);
-			had = true;
-		}
-	LWLockRelease(reg->lock);
-	dlock_watch_clear_commit();
-	if (had && OidIsValid(MyDatabaseId))
-		dlock_watch_poke_worker(MyDatabaseId);
-}
-
-/* ---- this transaction's dlock_watch and dlock_unwatch calls ---- */
-
-void
-dlock_watch_note_op(bool add, const char *key, int len)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-	WatchOp    *op = palloc(offsetof(WatchOp, key) + len);
-
-	op->add = add;
-	op->subid = GetCurrentSubTransactionId();
-	op->len = len;
-	memcpy(op->key, key, len);
-	pending_ops = lappend(pending_ops, op);
-	MemoryContextSwitchTo(old);
-}
-
-/* an unwatch of key pending in this transaction, or NULL */
-static ListCell *
-pending_removal(const char *key, int len)
-{
-	ListCell   *lc;
-
-	foreach(lc, pending_ops)
-	{
-		WatchOp    *op = lfirst(lc);
-
-		if (!op->add && op->len == len && memcmp(op->key, key, len) == 0)
-			return lc;
-	}
-	return NULL;
-}
+/* ---- this session's entries (watch_session.c) ---- */
 
 /*
- * The end of a (sub)transaction: at commit the unwatched keys go, at a
- * rollback the watched ones (the LISTEN goes with it, in PostgreSQL's own
- * machinery).  Called by watch_notify.c's callbacks.  Never fails: it may
- * run after the commit record.
- */
-void
-dlock_watch_ops_end(bool commit, bool top, SubTransactionId subid,
-					SubTransactionId parent)
-{
-	List	   *keep = NIL;
-	ListCell   *lc;
-	bool		changed = false;
-	MemoryContext old;
-
-	if (pending_ops == NIL || reg == NULL)
-	{
-		if (top)
-			pending_ops = NIL;
-		return;
-	}
-	old = MemoryContextSwitchTo(TopTransactionContext);
-	foreach(lc, pending_ops)
-	{
-		WatchOp    *op = lfirst(lc);
-
-		if (!top && op->subid != subid)
-			keep = lappend(keep, op);
-		else if (!top && commit)
-		{
-			op->subid = parent;
-			keep = lappend(keep, op);
-		}
-		else if (op->add != commit)
-		{
-			/* a committed unwatch, or a rolled-back watch */
-			remove_mine(op->key, op->len);
-			changed = true;
-		}
-		else if (op->add && top)
-			changed = true;		/* a new key for the worker to schedule */
-	}
-	MemoryContextSwitchTo(old);
-	pending_ops = top ? NIL : keep;
-	if (changed)
-		dlock_watch_poke_worker(MyDatabaseId);
-}
-
-/* PREPARE TRANSACTION cannot keep a watch (nor can it keep a LISTEN) */
-void
-dlock_watch_ops_prepare(void)
-{
-	if (pending_ops != NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot prepare a transaction that called dlock_watch or dlock_unwatch")));
-}
-
-/* ---- dlock_watch and dlock_unwatch ---- */
-
-/*
- * Watch key from this session: put its entry in (expired_through: leases
- * that ran out up to then are no news to it).  False when
- * the session watches it already.  A registry that is full is an error.
+ * Put this session's entry for key in: on channel, as the current role,
+ * with leases that ran out up to expired_through no news to it.  False
+ * when the session has an entry for key already.  A registry that is full
+ * is an error.
  */
 bool
-dlock_watch_add(text *key, TimestampTz expired_through)
+dlock_watch_entry_add(const char *key, int len, const char *channel,
+					  TimestampTz expired_through)
 {
-	const char *k = VARDATA_ANY(key);
-	int			len = VARSIZE_ANY_EXHDR(key);
-	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, k, len).hash;
-	const char *channel = dlock_watch_channel();
-	ListCell   *unwatch;
-	int			free_i = -1;
+	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, key, len).hash;
+	WatchEntry *e = NULL;
 
-	if (!exit_callback_registered)
-	{
-		before_shmem_exit(watch_exit_callback, (Datum) 0);
-		exit_callback_registered = true;
-	}
 	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
-	if (my_entry_locked(k, len) >= 0)
+	if (my_entry_locked(key, len) >= 0)
 	{
 		LWLockRelease(reg->lock);
-		/* watching it again undoes an unwatch earlier in this transaction */
-		if ((unwatch = pending_removal(k, len)) != NULL)
-			pending_ops = list_delete_cell(pending_ops, unwatch);
 		return false;
 	}
-	for (int i = 0; i < reg->max_entries && free_i < 0; i++)
+	for (int i = 0; i < reg->max_entries && e == NULL; i++)
 		if (!entries[i].in_use)
-			free_i = i;
-	if (free_i < 0)
+			e = &entries[i];
+	if (e == NULL)
 	{
 		LWLockRelease(reg->lock);
 		ereport(ERROR,
@@ -296,31 +157,25 @@ dlock_watch_add(text *key, TimestampTz expired_through)
 						   reg->max_entries),
 				 errhint("Unwatch keys, or raise dlock.max_watches (needs a restart).")));
 	}
-	{
-		WatchEntry *e = &entries[free_i];
-
-		e->in_use = true;
-		e->generation = ++reg->next_generation;
-		e->dboid = MyDatabaseId;
-		e->procno = dlock_my_procno();
-		e->pid = MyProcPid;
-		e->role = GetUserId();
-		e->hash = hash;
-		pg_atomic_write_u64(&e->expired_through,
-							(uint64) Max(expired_through, 0));
-		memcpy(e->channel, channel, NAMEDATALEN);
-		e->keylen = len;
-		memcpy(e->key, k, len);
-		pg_atomic_fetch_add_u32(&reg->nentries, 1);
-	}
+	e->in_use = true;
+	e->generation = ++reg->next_generation;
+	e->dboid = MyDatabaseId;
+	e->procno = dlock_my_procno();
+	e->pid = MyProcPid;
+	e->role = GetUserId();
+	e->hash = hash;
+	pg_atomic_write_u64(&e->expired_through, (uint64) Max(expired_through, 0));
+	memcpy(e->channel, channel, NAMEDATALEN);
+	e->keylen = len;
+	memcpy(e->key, key, len);
+	pg_atomic_fetch_add_u32(&reg->nentries, 1);
 	LWLockRelease(reg->lock);
-	dlock_watch_note_op(true, k, len);
 	return true;
 }
 
-/* Unwatch key at commit; false when this session does not watch it. */
+/* Does this session have an entry for key? */
 bool
-dlock_watch_drop(const char *key, int len)
+dlock_watch_entry_exists(const char *key, int len)
 {
 	int			i;
 
@@ -329,39 +184,73 @@ dlock_watch_drop(const char *key, int len)
 	LWLockAcquire(reg->lock, LW_SHARED);
 	i = my_entry_locked(key, len);
 	LWLockRelease(reg->lock);
-	if (i < 0 || pending_removal(key, len) != NULL)
-		return false;
-	dlock_watch_note_op(false, key, len);
-	return true;
+	return i >= 0;
 }
 
-/* Unwatch every key of this session at commit; returns how many. */
-int64
-dlock_watch_drop_all(void)
+/* Take this session's entry for key out, if it has one. */
+void
+dlock_watch_entry_remove(const char *key, int len)
 {
-	List	   *keys = NIL;
-	ListCell   *lc;
-	int64		n = 0;
+	int			i;
 
 	if (reg == NULL)
-		return 0;
+		return;
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	i = my_entry_locked(key, len);
+	if (i >= 0)
+		free_entry_locked(i);
+	LWLockRelease(reg->lock);
+}
+
+/* Take every entry of this session out; true if it had any. */
+bool
+dlock_watch_entry_remove_all(void)
+{
+	bool		had = false;
+
+	if (reg == NULL)
+		return false;
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < reg->max_entries; i++)
+		if (entry_is_mine(&entries[i]))
+		{
+			free_entry_locked(i);
+			had = true;
+		}
+	LWLockRelease(reg->lock);
+	return had;
+}
+
+/* The keys this session watches in this database: a List of text. */
+List *
+dlock_watch_entry_keys(void)
+{
+	List	   *keys = NIL;
+
+	if (reg == NULL)
+		return NIL;
 	LWLockAcquire(reg->lock, LW_SHARED);
 	for (int i = 0; i < reg->max_entries; i++)
 		if (entry_is_mine(&entries[i]) && entries[i].dboid == MyDatabaseId)
 			keys = lappend(keys, cstring_to_text_with_len(entries[i].key,
 														  entries[i].keylen));
 	LWLockRelease(reg->lock);
-	foreach(lc, keys)
-	{
-		text	   *k = lfirst(lc);
-
-		if (dlock_watch_drop(VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k)))
-			n++;
-	}
-	return n;
+	return keys;
 }
 
-/* ---- what notifying transactions and the worker read ---- */
+/* ---- what changing transactions and the expiry worker read ---- */
+
+/*
+ * May role see (and so be told about) a lease owned by owner?  The rule of
+ * the views (views_sql.c, role_sees): keep the two alike.
+ */
+bool
+dlock_watch_role_sees(Oid role, Oid owner)
+{
+	return superuser_arg(role) ||
+		has_privs_of_role(role, ROLE_PG_READ_ALL_STATS) ||
+		(OidIsValid(owner) && has_privs_of_role(role, owner));
+}
 
 /* True when any session of the cluster watches any key (no lock). */
 bool
@@ -472,6 +361,47 @@ dlock_watch_expired_through(const DlockWatcher *w)
 	return t;
 }
 
+/*
+ * The release of an abandoned hand-over grant (token, in database dboid)
+ * is reported twice when a grant reads its row (as free) while dlock's
+ * worker deletes it: the grant's write waits for the delete and writes the
+ * key's row anew, and both transactions report the release.  The first of
+ * them to send it claims it here at its pre-commit; the other, whose
+ * pre-commit comes after that commit, finds it claimed and sends nothing.
+ * True if this claim is the first; a claim is given back if its
+ * transaction rolls back.  The last RELEASES_KEPT claims are remembered,
+ * plenty for the two transactions' short overlap.
+ */
+bool
+dlock_watch_claim_release(Oid dboid, int64 token)
+{
+	bool		first = true;
+
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RELEASES_KEPT && first; i++)
+		first = !(reg->released[i].token == token &&
+				  reg->released[i].dboid == dboid);
+	if (first)
+	{
+		reg->released[reg->next_release].dboid = dboid;
+		reg->released[reg->next_release].token = token;
+		reg->next_release = (reg->next_release + 1) % RELEASES_KEPT;
+	}
+	LWLockRelease(reg->lock);
+	return first;
+}
+
+/* Give a claim back: the transaction that made it rolled back. */
+void
+dlock_watch_unclaim_release(Oid dboid, int64 token)
+{
+	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RELEASES_KEPT; i++)
+		if (reg->released[i].token == token && reg->released[i].dboid == dboid)
+			reg->released[i].dboid = InvalidOid;
+	LWLockRelease(reg->lock);
+}
+
 /* The distinct keys watched in database dboid (for its worker). */
 text	  **
 dlock_watch_db_keys(Oid dboid, int *n)
@@ -520,14 +450,13 @@ dlock_watch_db_count(Oid dboid)
 /* ---- setting, shared memory ---- */
 
 /*
- * Called from _PG_init.  The setting sizes shared memory: it exists only
+ * Called from _PG_init (dlock.c).  The setting sizes shared memory: it exists only
  * when dlock is preloaded (a PGC_POSTMASTER setting cannot be defined once
  * the server runs).
  */
 void
 dlock_watch_init(void)
 {
-	dlock_watch_notify_init();
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	DefineCustomIntVariable("dlock.max_watches",
@@ -552,8 +481,6 @@ dlock_watch_shmem_request(void)
 {
 	RequestAddinShmemSpace(add_size(sizeof(WatchRegistry), entries_size()));
 	RequestNamedLWLockTranche(DLOCK_WATCH_TRANCHE, 1);
-	dlock_watch_join_shmem_request();
-	dlock_watch_worker_shmem_request();
 }
 
 /* shmem_startup_hook (dlock.c), under AddinShmemInitLock */
@@ -573,7 +500,7 @@ dlock_watch_shmem_startup(void)
 		pg_atomic_init_u32(&reg->nentries, 0);
 		reg->next_generation = 0;
 		reg->max_entries = dlock_max_watches;
+		reg->next_release = 0;
+		memset(reg->released, 0, sizeof(reg->released));
 	}
-	dlock_watch_join_shmem_startup();
-	dlock_watch_worker_shmem_startup();
 }

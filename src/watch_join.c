@@ -15,7 +15,7 @@
  * entry or the watcher sees the slot.  So once dlock_watch has committed,
  * every change of the key either shows in a read of it or comes as a
  * notification.  The wait is short: those transactions are past their
- * pre-commit.
+ * pre-commit.  It calls no other watch_* file.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,7 +28,7 @@
 
 #include "base_keylock.h"
 #include "compat.h"
-#include "watch.h"
+#include "watch_join.h"
 
 /* a committing transaction that changed leases, one slot per backend */
 typedef struct WatchCommit
@@ -99,7 +99,7 @@ dlock_watch_after_add(text *key)
 	pfree(xids);
 }
 
-/* ---- shared memory (watch.c asks) ---- */
+/* ---- shared memory (dlock.c asks) ---- */
 
 static Size
 commits_size(void)

@@ -23,8 +23,13 @@
  * lock and moves that mark to the time it read at once (given back if its
  * transaction rolls back); it sends the expiries between the mark before
  * and then.  An acquire that takes over a holder that ran out (under the
- * key's lock, so not while the worker reads it) sends that expiry only if
- * it is past the mark.
+ * key's lock, so not while the worker reads it, nor before the worker's
+ * round that found it has ended: watch_expiry.c) sends that expiry only if
+ * it is past the mark.  The release of an abandoned hand-over grant may be
+ * reported by two transactions (dlock's worker deleting its row, and a
+ * grant that read that row as free); the first to send it claims it in
+ * the registry (given back if its transaction rolls back), and the other
+ * sends nothing.
  *
  * A transaction that is prepared (PREPARE TRANSACTION) sends nothing: its
  * changes are dropped at PREPARE, since PostgreSQL cannot keep a NOTIFY
@@ -43,12 +48,10 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/json.h"
@@ -56,10 +59,22 @@
 #include "utils/timestamp.h"
 
 #include "base_keylock.h"
+#include "compat.h"
 #include "watch.h"
+#include "watch_join.h"
+#include "watch_notify.h"
+#include "watch_worker.h"
 
 /* PostgreSQL's own limit (commands/async.c) */
 #define NOTIFY_PAYLOAD_LIMIT	(BLCKSZ - NAMEDATALEN - 128)
+
+/* what happened to a key */
+typedef enum DlockWatchKind
+{
+	DLOCK_WATCH_GRANTED,		/* a new grant: new holder or new token */
+	DLOCK_WATCH_RELEASED,		/* freed: release, release_all, force_release */
+	DLOCK_WATCH_EXPIRED			/* ran out with nobody releasing it */
+} DlockWatchKind;
 
 /* one change of this transaction */
 typedef struct WatchEvent
@@ -68,6 +83,7 @@ typedef struct WatchEvent
 	DlockWatchCause cause;
 	SubTransactionId subid;
 	bool		withdrawn;		/* a hand-over that did not happen */
+	bool		abandoned;		/* the release of an abandoned grant */
 	text	   *key;
 	text	   *holder;
 	Oid			owner;
@@ -87,24 +103,13 @@ typedef struct ExpiryClaim
 /* in TopTransactionContext */
 static List *events = NIL;
 static List *claims = NIL;
+static List *released = NIL;	/* tokens of abandoned grants claimed */
 static bool granted_watched = false;	/* a watched key got a new lease */
 
 static const char *const kind_names[] = {"granted", "released", "expired"};
 static const char *const cause_names[] = {NULL, "acquire", "handover", "takeover"};
 
-/*
- * May role see (and so be told about) a lease owned by owner?  The rule of
- * the views (views_sql.c, role_sees): keep the two alike.
- */
-bool
-dlock_watch_role_sees(Oid role, Oid owner)
-{
-	return superuser_arg(role) ||
-		has_privs_of_role(role, ROLE_PG_READ_ALL_STATS) ||
-		(OidIsValid(owner) && has_privs_of_role(role, owner));
-}
-
-static void
+static WatchEvent *
 record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 	   Oid owner, int64 token, TimestampTz expires_at)
 {
@@ -113,13 +118,14 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 
 	/* without shared memory nobody can watch */
 	if (!dlock_watch_available())
-		return;
+		return NULL;
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	ev = palloc(sizeof(WatchEvent));
 	ev->kind = kind;
 	ev->cause = cause;
 	ev->subid = GetCurrentSubTransactionId();
 	ev->withdrawn = false;
+	ev->abandoned = false;
 	ev->key = DatumGetTextPCopy(PointerGetDatum(key));
 	ev->holder = holder ? DatumGetTextPCopy(PointerGetDatum(holder)) : NULL;
 	ev->owner = owner;
@@ -128,47 +134,42 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
 	ev->at = GetCurrentTimestamp();
 	events = lappend(events, ev);
 	MemoryContextSwitchTo(old);
+	return ev;
 }
 
 /*
- * A new grant of key (to holder, as owner, with token until expires_at).
- * old is the row it replaced: a lease still held there had run out, and
- * its expiry is reported first (a takeover); a hand-over grant abandoned
- * there, that dlock's worker has not freed yet, is reported released.  handover: a release granted
- * it to its head waiter.
+ * A new grant of key to holder (as owner, with token until expires_at),
+ * come about as cause says.  The grant reports what it replaced first: a
+ * lease it took over, as expired; an abandoned hand-over grant, as
+ * released (lease.c).
  */
 void
-dlock_watch_granted(text *key, const DlockLease *old, text *holder, Oid owner,
-					int64 token, TimestampTz expires_at, bool handover)
+dlock_watch_granted(text *key, DlockWatchCause cause, text *holder, Oid owner,
+					int64 token, TimestampTz expires_at)
 {
-	DlockWatchCause cause = handover ? DLOCK_CAUSE_HANDOVER : DLOCK_CAUSE_ACQUIRE;
-
-	if (old != NULL && old->held)
-	{
-		dlock_watch_expired(key, old);
-		cause = DLOCK_CAUSE_TAKEOVER;
-	}
-	/* a hand-over grant abandoned by its waiter, not freed yet: freed now */
-	if (old != NULL && old->abandoned_by != NULL)
-		dlock_watch_abandoned(key, old->abandoned_by, old->abandoned_owner,
-							  old->token, old->expires_at);
-	record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token, expires_at);
+	(void) record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token,
+				  expires_at);
 }
 
-/* key's live lease *old was freed (or handed over: a grant follows) */
+/*
+ * key's live lease (holder, owner, token, expires_at) was freed, or handed
+ * over (a grant follows)
+ */
 void
-dlock_watch_released(text *key, const DlockLease *old)
+dlock_watch_released(text *key, text *holder, Oid owner, int64 token,
+					 TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, old->holder,
-		   old->owner, old->token, old->expires_at);
+	(void) record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, holder, owner,
+				  token, expires_at);
 }
 
-/* key's lease *l has run out */
+/* key's lease (holder, owner, token, expires_at) has run out */
 void
-dlock_watch_expired(text *key, const DlockLease *l)
+dlock_watch_expired(text *key, text *holder, Oid owner, int64 token,
+					TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_EXPIRED, DLOCK_CAUSE_NONE, key, l->holder, l->owner,
-		   l->token, l->expires_at);
+	(void) record(DLOCK_WATCH_EXPIRED, DLOCK_CAUSE_NONE, key, holder, owner,
+				  token, expires_at);
 }
 
 /* the hand-over of key with token did not happen: the key was freed */
@@ -192,14 +193,18 @@ dlock_watch_grant_withdrawn(text *key, int64 token)
 /*
  * The hand-over grant of key to holder (as owner, with token until
  * expires_at) was abandoned by its waiter, and dlock's worker freed its row
- * (wait_abandon.c): the key is free again, a release to its watchers.
+ * (wait_abandon.c), or a grant took it (lease.c): the key is free again, a
+ * release to its watchers, sent once if both report it (send_event).
  */
 void
 dlock_watch_abandoned(text *key, text *holder, Oid owner, int64 token,
 					  TimestampTz expires_at)
 {
-	record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key, holder, owner, token,
-		   expires_at);
+	WatchEvent *ev = record(DLOCK_WATCH_RELEASED, DLOCK_CAUSE_NONE, key,
+							holder, owner, token, expires_at);
+
+	if (ev != NULL)
+		ev->abandoned = true;
 }
 
 /*
@@ -327,7 +332,7 @@ same_key(text *a, text *b)
 
 /*
  * Say which key (or that several) this transaction changed, for the
- * watchers that join while it commits (watch.c, "Transactions").
+ * watchers that join while it commits (watch_join.c).
  */
 static void
 publish(void)
@@ -349,6 +354,26 @@ publish(void)
 							   many);
 }
 
+/*
+ * Claim the release of the abandoned grant token for this transaction
+ * (watch.c, dlock_watch_claim_release); false if another sent it.
+ */
+static bool
+claim_release(int64 token)
+{
+	MemoryContext old;
+	int64	   *t;
+
+	if (!dlock_watch_claim_release(MyDatabaseId, token))
+		return false;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	t = palloc(sizeof(int64));
+	*t = token;
+	released = lappend(released, t);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
 /* send ev to its watchers that may see it */
 static void
 send_event(const WatchEvent *ev)
@@ -360,6 +385,9 @@ send_event(const WatchEvent *ev)
 
 	if (n > 0 && ev->kind == DLOCK_WATCH_GRANTED)
 		granted_watched = true;
+	/* an abandoned grant's release: unless another transaction sent it */
+	if (n > 0 && ev->abandoned && !claim_release(ev->token))
+		return;
 	for (int i = 0; i < n; i++)
 	{
 		/* once per holder: unless the worker or an acquire sent it */
@@ -399,6 +427,7 @@ forget_all(void)
 	/* the memory goes with TopTransactionContext */
 	events = NIL;
 	claims = NIL;
+	released = NIL;
 	granted_watched = false;
 }
 
@@ -414,7 +443,6 @@ watch_xact_callback(XactEvent event, void *arg)
 				send_pending();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			dlock_watch_ops_prepare();
 			forget_all();
 			break;
 		case XACT_EVENT_COMMIT:
@@ -422,8 +450,6 @@ watch_xact_callback(XactEvent event, void *arg)
 			/* the worker learns the new expiry */
 			if (granted_watched)
 				dlock_watch_poke_worker(MyDatabaseId);
-			dlock_watch_ops_end(true, true, InvalidSubTransactionId,
-								InvalidSubTransactionId);
 			forget_all();
 			break;
 		case XACT_EVENT_ABORT:
@@ -435,8 +461,9 @@ watch_xact_callback(XactEvent event, void *arg)
 
 				dlock_watch_unclaim_expiry(&c->w, c->through, c->previous);
 			}
-			dlock_watch_ops_end(false, true, InvalidSubTransactionId,
-								InvalidSubTransactionId);
+			foreach(lc, released)
+				dlock_watch_unclaim_release(MyDatabaseId,
+											*(int64 *) lfirst(lc));
 			forget_all();
 			break;
 		default:
@@ -463,12 +490,11 @@ watch_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		else
 			events = foreach_delete_current(events, lc);
 	}
-	dlock_watch_ops_end(event == SUBXACT_EVENT_COMMIT_SUB, false, subid, parent);
 }
 
 /*
- * Called from _PG_init, before the other parts of dlock register theirs:
- * PostgreSQL calls the callback registered last first, so this one runs
+ * Called from _PG_init (dlock.c), before the other parts of dlock register
+ * theirs: PostgreSQL calls the callback registered last first, so this runs
  * after the hand-over's pre-commit (wait_handover.c).
  */
 void

@@ -3,7 +3,7 @@
  * watch_sql.c
  *		SQL-callable entry points for watching keys and reading a key's
  *		leader.  Each one checks and unpacks its arguments and calls the
- *		plain C code in watch_session.c and watch.c.
+ *		plain C code in watch_session.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,7 +16,7 @@
 
 #include "base_args.h"
 #include "lease_store.h"
-#include "watch.h"
+#include "watch_session.h"
 
 /*
  * dlock_watch(key text) RETURNS text

@@ -28,6 +28,9 @@ use Time::HiRes qw(usleep time);
 our @EXPORT = qw(watch_start events quiet_for watch_stop watch_forget watch_stop_all);
 
 my @watchers;
+# once a wait has come up short the file has failed: later waits, of any
+# watcher, are short too (a mutant that stops events costs one long wait)
+my $failed;
 
 # watch_start(NODE, KEY, [USER]): `dlock watch KEY --json` on NODE's
 # postgres database as USER (default: the superuser); returns the watcher
@@ -46,12 +49,12 @@ sub watch_start
 }
 
 # events(W, N, WHAT): the watcher's next N lines, decoded (waits up to 60 s
-# for them; once a wait has come up short, no more waits for that watcher,
-# and what came is reported with WHAT)
+# for them; once a wait has come up short, of this watcher or another, later
+# waits last a second, and what came is reported with WHAT)
 sub events
 {
 	my ($w, $n, $what) = @_;
-	my $deadline = time + ($w->{short} ? 1 : 60);
+	my $deadline = time + ($failed ? 1 : 60);
 	my @lines;
 	while (1)
 	{
@@ -65,7 +68,7 @@ sub events
 	{
 		diag("watcher of $w->{key}: $what: got " . scalar(@got)
 			  . " of $n lines; stderr: $w->{err}");
-		$w->{short} = 1;
+		$failed = 1;
 	}
 	@got = @got[ 0 .. $n - 1 ] if @got > $n;
 	$w->{seen} += scalar(@got);
