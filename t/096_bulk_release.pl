@@ -67,7 +67,11 @@ my $last_token = $node->safe_psql('postgres',
 # release frees the key rather than handing it over, and wakes it at commit
 # (the release wrote too many keys to note them: it wakes the head of
 # every queue)
-my $w = $node->background_psql('postgres', on_error_stop => 0);
+# each query of the sessions below waits at most 90 s (the default is
+# 180): the whole file takes seconds, and a mutant whose release never
+# ends should not cost minutes more
+my $query_limit = 90;
+my $w = $node->background_psql('postgres', on_error_stop => 0, timeout => $query_limit);
 $w->query_until(qr/started/,
 	"\\echo started\nSET ROLE other_role \\; BEGIN \\;"
 	  . " SELECT dlock_acquire('$last', 'waiter', '1 min', '10 min');\n");
@@ -81,14 +85,14 @@ $node->poll_query_until('postgres',
 my $mid = sprintf('many:%07d', int($n / 2));
 my $mid_token = $node->safe_psql('postgres',
 	"SELECT token FROM dlock.lease WHERE key = '$mid'");
-my $f = $node->background_psql('postgres', on_error_stop => 0);
+my $f = $node->background_psql('postgres', on_error_stop => 0, timeout => $query_limit);
 $f->query_safe('SET ROLE bulk_role');
 $f->query_safe('BEGIN');
 is($f->query_safe("SELECT dlock_validate('$mid', 'many2', $mid_token)"),
 	't', "a fence of many2's on $mid");
 
 # the release, in a session of its own
-my $r = $node->background_psql('postgres', on_error_stop => 0);
+my $r = $node->background_psql('postgres', on_error_stop => 0, timeout => $query_limit);
 $r->query_safe('SET ROLE bulk_role');
 my $rpid = $r->query_safe('SELECT pg_backend_pid()');
 $r->query_until(qr/started/,
@@ -110,7 +114,7 @@ SELECT dlock_acquire('many:0000001', 'other', '1 min') IS NULL,
 $f->query_safe('COMMIT');
 
 # the holder's renewal of a freed key waits for the release, then fails
-my $renew = $node->background_psql('postgres', on_error_stop => 0);
+my $renew = $node->background_psql('postgres', on_error_stop => 0, timeout => $query_limit);
 $renew->query_safe('SET ROLE bulk_role');
 my $renewed = $renew->query_safe("SELECT dlock_renew('many:0000001', 'many2')");
 
