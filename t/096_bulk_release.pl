@@ -67,16 +67,28 @@ my $last_token = $node->safe_psql('postgres',
 # release frees the key rather than handing it over, and wakes it at commit
 # (the release wrote too many keys to note them: it wakes the head of
 # every queue)
-# each query of the sessions below waits at most 90 s (the default is
-# 180): the whole file takes seconds, and a mutant whose release never
-# ends should not cost minutes more
+# each query of the sessions below, and each wait for a state, lasts at
+# most 90 s (the default is 180): the whole file takes seconds, and a
+# mutant whose release never gets there should not cost minutes more
 my $query_limit = 90;
+
+# True once SQL returns 't', within $query_limit seconds
+sub within
+{
+	my ($sql) = @_;
+	my $until = time() + $query_limit;
+	while (time() < $until)
+	{
+		return 1 if $node->safe_psql('postgres', $sql) eq 't';
+		select(undef, undef, undef, 0.05);
+	}
+	return 0;
+}
 my $w = $node->background_psql('postgres', on_error_stop => 0, timeout => $query_limit);
 $w->query_until(qr/started/,
 	"\\echo started\nSET ROLE other_role \\; BEGIN \\;"
 	  . " SELECT dlock_acquire('$last', 'waiter', '1 min', '10 min');\n");
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = '$last'")
+within("SELECT count(*) = 1 FROM dlock_waiters WHERE key = '$last'")
   or die 'the waiter never queued';
 
 # a fence of many2's on a key half-way: the release frees the keys before
@@ -100,8 +112,7 @@ $r->query_until(qr/started/,
 
 # once it waits for the fence (it has freed the keys before it, their rows
 # carrying its uncommitted update)
-$node->poll_query_until('postgres',
-	"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $rpid")
+within("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $rpid")
   or die 'the release never came to wait for the fence';
 is( $node->safe_psql('postgres', qq{
 SET ROLE other_role;
