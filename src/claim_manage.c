@@ -284,9 +284,11 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 	text	  **mine = palloc(sizeof(text *) * Max(nkeys, 1));
 	int		   *at = palloc(sizeof(int) * Max(nkeys, 1));
 	bool	   *mine_done = palloc(sizeof(bool) * Max(nkeys, 1));
+	bool	   *held = palloc(sizeof(bool) * Max(nkeys, 1));
 	int			nmine = 0;
 	int			ndone;
 
+	memset(done, 0, sizeof(bool) * nkeys);
 	if (nkeys == 0)
 		return 0;
 
@@ -295,16 +297,15 @@ dlock_claim_complete(const ClaimTarget *t, text *holder, text **keys,
 	 * first): a caller must not be able to hold up the claims of rows it does
 	 * not hold.  The read under the locks decides.
 	 */
-	(void) dlock_claim_store_held_keys(t->claim_relid, keys, nkeys, holder,
-									   role, done);
+	dlock_claim_store_held_keys(t->claim_relid, keys, nkeys, holder, role,
+								held);
 	for (int i = 0; i < nkeys; i++)
 	{
-		if (done[i])
+		if (held[i])
 		{
 			at[nmine] = i;
 			mine[nmine++] = keys[i];
 		}
-		done[i] = false;
 	}
 	lock_keys(t->claim_relid, mine, nmine, ExclusiveLock);
 	ndone = dlock_claim_store_delete_held(t->claim_relid, mine, nmine, holder,

@@ -178,14 +178,13 @@ dlock_claim_store_held(Oid relid, text *key, text *holder, Oid role)
 
 /*
  * Which of keys[0..n-1] holder and role hold unexpired claims on: held[i];
- * one open of the table and its index for them all.  Returns how many.
+ * one open of the table and its index for them all.
  */
-int
+void
 dlock_claim_store_held_keys(Oid relid, text **keys, int n, text *holder,
 							Oid role, bool *held)
 {
 	DlockStore	s;
-	int			nheld = 0;
 
 	dlock_claim_store_open(&s);
 	dlock_store_batch_begin(&s, 2);
@@ -194,12 +193,9 @@ dlock_claim_store_held_keys(Oid relid, text **keys, int n, text *holder,
 		CHECK_FOR_INTERRUPTS();
 		held[i] = fetch_claim(&s, relid, keys[i]) &&
 			fetched_held(&s, holder, role);
-		if (held[i])
-			nheld++;
 	}
 	dlock_store_batch_end(&s);
 	dlock_store_close(&s);
-	return nheld;
 }
 
 /*

@@ -46,7 +46,7 @@ typedef struct DlockClaimWrite
 extern bool dlock_claim_store_has_long_key(void);
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);
-extern int	dlock_claim_store_held_keys(Oid relid, text **keys, int n,
+extern void dlock_claim_store_held_keys(Oid relid, text **keys, int n,
 										text *holder, Oid role, bool *held);
 extern void dlock_claim_store_lookup(Oid relid, text **keys, int n,
 									 bool *found, bool *live, int *attempts,
