@@ -199,7 +199,7 @@ unless_abandoned(DlockLease *l)
 {
 	if (l->held && dlock_abandoned(l->token))
 	{
-		/* for its watchers: a grant over it frees it (watch_notify.c) */
+		/* for its watchers: a grant over it frees it (lease.c) */
 		l->abandoned_by = l->holder;
 		l->abandoned_owner = l->owner;
 		l->held = false;
