@@ -120,7 +120,8 @@ no-claim-recheck@src/claim_batch.c@\t\tif (!found[k])\n\t\t\tcc->fresh = true;@\
 no-claim-keylock@src/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
 no-row-check@src/claim_unheld.c@\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\theld = false;\n\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
 hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges isolation:time_at_once
-hints-outlive-rollback@src/claim_hint.c@\tif (event == XACT_EVENT_ABORT && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared
+hints-outlive-rollback@src/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_PREPARE))@regress:claim_ranges isolation:claim_hint_shared
+hints-outlive-prepare@src/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_ABORT))@tap:075_two_phase
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
 no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
 hints-outlive-savepoint@src/claim_hint.c@\tif (event == SUBXACT_EVENT_ABORT_SUB && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared

@@ -15,8 +15,9 @@
  * (and at most DLOCK_STEP_HORIZON_US after it was learned), no claim has
  * been given back (dlock_unclaim, dlock_reset_claims, dlock_release_all,
  * and the DDL that moves claims: the give-back count), and no transaction
- * that published a hint rolled back (its own claims may have been in the
- * stretch: its rollback counts as a give-back).  Rows that come to match
+ * that published a hint rolled back or was prepared (its own claims may
+ * have been in the stretch: its rollback, or its PREPARE, which may yet be
+ * rolled back, counts as a give-back).  Rows that come to match
  * the filter inside such a stretch (inserted, or updated back) are found
  * once the hint lapses.
  *
@@ -93,10 +94,18 @@ dlock_claim_returns_bump(void)
 		pg_atomic_fetch_add_u64(&shared->returns, 1);
 }
 
+/*
+ * A transaction that published a hint ends.  If it rolls back, its own
+ * claims in the stretch vanish: a give-back.  If it is prepared, they may
+ * still vanish (ROLLBACK PREPARED, from any session or after a restart,
+ * runs no callback of this backend), so its hints lapse at PREPARE too:
+ * conservative, a COMMIT PREPARED just has them learned again.
+ */
 static void
 hint_xact_callback(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_ABORT && published_in_xact)
+	if (published_in_xact &&
+		(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))
 		dlock_claim_returns_bump();
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)

@@ -8,7 +8,9 @@
 # (nobody else gets those rows, committed or not), its fence holds off a
 # takeover after the claim or lease ran out, and its completion is not seen
 # until COMMIT PREPARED.  COMMIT PREPARED makes it all count, ROLLBACK
-# PREPARED undoes it; a crash in between changes nothing.
+# PREPARED undoes it; a crash in between changes nothing.  A step hint
+# that a prepared transaction published over its own claims lapses (a
+# ROLLBACK PREPARED gives those claims back).
 
 use strict;
 use warnings;
@@ -121,6 +123,30 @@ is(sql("SELECT holder FROM dlock_locks WHERE key = 'tp:new'"), 'n', 'COMMIT PREP
 sql("ROLLBACK PREPARED 'rel'");
 is(sql("SELECT holder FROM dlock_locks WHERE key = 'tp:held'"), 'h', 'ROLLBACK PREPARED: the release never happened');
 is(sql("SELECT dlock_release('tp:held', 'h')"), 't', 'the holder can still release it');
+
+# --- a step hint published by a transaction that is then prepared ---
+# A's transaction claims 3,000 rows with three calls of one query (at most
+# 1,000 rows a call): its second and third calls step over the rows it
+# holds already and publish that stretch (claim_hint.c, from 1,000 held
+# rows on) for every backend's claims of that query.  Those claims vanish
+# with ROLLBACK PREPARED (run by another session): so must the hint, else
+# B's claim of the same query steps over rows that are free (it would get
+# 2001 on, not 1).
+sql("CREATE TABLE many (id int PRIMARY KEY);"
+  . " INSERT INTO many SELECT generate_series(1, 5000); ANALYZE many");
+sub claim_many
+{
+	return "SELECT min(id) || '-' || max(id) FROM dlock_claim(NULL::many, '$_[0]', 1000, '1 hour')";
+}
+is( sql("BEGIN; "
+		  . join('; ', (claim_many('a')) x 3)
+		  . "; PREPARE TRANSACTION 'hint'"),
+	"1-1000\n1001-2000\n2001-3000",
+	'prepared hint: each claim of the transaction stepped over the rows of the one before');
+sql("ROLLBACK PREPARED 'hint'");
+is(sql(claim_many('b')), '1-1000',
+	'prepared hint: after ROLLBACK PREPARED, the next claim of the same query starts at the first row');
+is(sql("SELECT dlock_unclaim('many', 'b')"), '1000', 'prepared hint: its claims given back');
 
 $node->stop;
 done_testing();
