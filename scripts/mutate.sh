@@ -182,6 +182,7 @@ abandoned-rows-kept@src/maint_worker.c@while (dlock_abandoned_take(&a))@while (f
 releaser-keeps-orphan-grant@src/wait_handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:097_abandoned
 wait-ignores-closed-client@src/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
 commit-for-gone-client@src/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
+waiter-exit-keeps-grant@src/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
 release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
 take-over-row-being-freed@src/lease.c@\tif (changing)\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight

@@ -6,6 +6,8 @@
 #  - every IPC::Run harness (commands started with IPC::Run::start or run,
 #    and the psql of every background_psql session) still running when the
 #    file ends is stopped: SIGTERM, then SIGKILL after 2 s;
+#  - every process stopped with DlockProcesses::pause (SIGSTOP) and not
+#    resumed yet is continued (SIGCONT), before anything else is stopped;
 #  - SIGINT, SIGTERM and SIGHUP (scripts/test.sh's time limit sends SIGTERM,
 #    then SIGKILL 20 s later) end the file through exit, so that the END
 #    blocks run: this module's, then PostgreSQL::Test::Cluster's, which stops
@@ -41,6 +43,40 @@ my @harnesses;
 	};
 }
 
+# processes paused with pause() and not resumed yet: pid => 1
+my %paused;
+
+# Stop process pid with SIGSTOP (a backend, say): it is continued by
+# resume(), or when the file ends, whatever ends it.
+sub pause
+{
+	my ($pid) = @_;
+	$paused{$pid} = 1;    # first: an interrupt right after the signal still continues it
+	kill('STOP', $pid) or die "could not stop process $pid: $!";
+	return;
+}
+
+# Continue process pid stopped by pause().
+sub resume
+{
+	my ($pid) = @_;
+	kill('CONT', $pid);
+	delete $paused{$pid};
+	return;
+}
+
+# continue every paused process; returns how many there were
+sub resume_all
+{
+	my $n = 0;
+	for my $pid (keys %paused)
+	{
+		$n++;
+		resume($pid);
+	}
+	return $n;
+}
+
 # stop the harnesses still running; returns how many there were
 sub stop_all
 {
@@ -71,6 +107,8 @@ END
 {
 	my $rc = $?;
 	$SIG{$_} = 'IGNORE' for qw(INT TERM HUP);
+	my $p = resume_all();
+	print STDERR "# continued $p paused process(es) at the end\n" if $p;
 	my $n = stop_all();
 	print STDERR "# stopped $n command(s) still running at the end\n" if $n;
 	$? = $rc;
