@@ -27,7 +27,11 @@
 #                      whose re-check locked a row it did not get)
 #   fence     order_by => 'id', the dlock_claimed fence, claims left to expire:
 #               dlock  UPDATE ... WHERE id = ANY(ids) AND dlock_claimed(...)
-#               hand   UPDATE ... WHERE id = ANY(ids) AND EXISTS (own live claim)
+#               hand   UPDATE ... WHERE id = ANY(ids) AND EXISTS (own live claim
+#                      FOR SHARE): like dlock_claimed, it holds off a takeover
+#                      (the claim's ON CONFLICT DO UPDATE waits for the row
+#                      lock) until the completion commits; without the lock a
+#                      takeover between the check and the commit goes through
 #   plain     default order, a plain UPDATE, claims left to expire
 #   ceiling   (plain only) the in-table claim, no side table, no expiry:
 #             UPDATE jobs SET status = 2 WHERE id IN (SELECT ... FOR UPDATE
@@ -45,7 +49,9 @@
 # over those rows, steadier than the rate on a shared machine; ratios are
 # medians of the per-round ratios.  Before every run the
 # table is reset, the claims are forgotten, everything is vacuumed and a
-# CHECKPOINT is taken.  A short unrecorded warm-up of every contender and
+# CHECKPOINT is taken; autovacuum is off for the benchmark's tables and
+# dlock.claim, so that a vacuum landing in one contender's run does not
+# decide the ratio (each run starts vacuumed).  A short unrecorded warm-up of every contender and
 # key type comes first.  Runs are interleaved (every round runs every
 # contender of every cell back to back) and the tables show the median.
 # It never fails on a missed target: it is a benchmark, not a test.
@@ -96,14 +102,19 @@ for k in $KEYS; do
     if [ "$k" = int ]; then typ=bigint; expr=g; else typ=text; expr="'job-' || lpad(g::text, 8, '0')"; fi
     for c in dl hw it; do
         "${PSQL[@]}" <<SQL
-CREATE TABLE jobs_${c}_$k (id $typ PRIMARY KEY, status int NOT NULL DEFAULT 0, payload text);
+CREATE TABLE jobs_${c}_$k (id $typ PRIMARY KEY, status int NOT NULL DEFAULT 0, payload text)
+  WITH (autovacuum_enabled = off);
 INSERT INTO jobs_${c}_$k SELECT $expr, 0, md5(g::text) FROM generate_series(1, $ROWS) g;
 CREATE INDEX ON jobs_${c}_$k (id) WHERE status = 0;
 SQL
     done
     "${PSQL[@]}" -c "CREATE TABLE side_$k (job_id $typ PRIMARY KEY, holder text NOT NULL,
-                      expires_at timestamptz NOT NULL, attempts int NOT NULL)"
+                      expires_at timestamptz NOT NULL, attempts int NOT NULL)
+                      WITH (autovacuum_enabled = off)"
 done
+# Every run starts from VACUUM (reset_table): an autovacuum landing inside one
+# contender's 5 seconds would decide the ratio, not the contenders.
+q "ALTER TABLE dlock.claim SET (autovacuum_enabled = off)"
 q "VACUUM ANALYZE"
 
 # ---------------------------------------------------------------- scripts
@@ -144,7 +155,7 @@ complete_sql() {
 DELETE FROM side_$k WHERE job_id IN (SELECT id FROM u) AND holder = 'w:client_id';" ;;
     dl/fence) echo "UPDATE $t SET status = 1 WHERE id = ANY ($ids) AND dlock_claimed('$t', id, 'w:client_id');" ;;
     hw/fence) echo "UPDATE $t j SET status = 1 WHERE j.id = ANY ($ids) AND EXISTS (SELECT 1 FROM side_$k s
-   WHERE s.job_id = j.id AND s.holder = 'w:client_id' AND s.expires_at > clock_timestamp());" ;;
+   WHERE s.job_id = j.id AND s.holder = 'w:client_id' AND s.expires_at > clock_timestamp() FOR SHARE);" ;;
     */plain) echo "UPDATE $t SET status = 1 WHERE id = ANY ($ids);" ;;
     esac
 }
