@@ -27,11 +27,12 @@
 #                      whose re-check locked a row it did not get)
 #   fence     order_by => 'id', the dlock_claimed fence, claims left to expire:
 #               dlock  UPDATE ... WHERE id = ANY(ids) AND dlock_claimed(...)
-#               hand   UPDATE ... WHERE id = ANY(ids) AND EXISTS (own live claim
-#                      FOR SHARE): like dlock_claimed, it holds off a takeover
-#                      (the claim's ON CONFLICT DO UPDATE waits for the row
-#                      lock) until the completion commits; without the lock a
-#                      takeover between the check and the commit goes through
+#               hand   UPDATE ... WHERE id = ANY(ids) AND EXISTS (own live claim)
+#                      (a weaker fence: a takeover between the check and the
+#                      commit goes through; with FOR SHARE on the side claim,
+#                      which would hold it off, the completion deadlocks with
+#                      a claim whose snapshot missed that claim: at 4 and 16
+#                      workers pgbench counted failed transactions)
 #   plain     default order, a plain UPDATE, claims left to expire
 #   ceiling   (plain only) the in-table claim, no side table, no expiry:
 #             UPDATE jobs SET status = 2 WHERE id IN (SELECT ... FOR UPDATE
@@ -155,7 +156,7 @@ complete_sql() {
 DELETE FROM side_$k WHERE job_id IN (SELECT id FROM u) AND holder = 'w:client_id';" ;;
     dl/fence) echo "UPDATE $t SET status = 1 WHERE id = ANY ($ids) AND dlock_claimed('$t', id, 'w:client_id');" ;;
     hw/fence) echo "UPDATE $t j SET status = 1 WHERE j.id = ANY ($ids) AND EXISTS (SELECT 1 FROM side_$k s
-   WHERE s.job_id = j.id AND s.holder = 'w:client_id' AND s.expires_at > clock_timestamp() FOR SHARE);" ;;
+   WHERE s.job_id = j.id AND s.holder = 'w:client_id' AND s.expires_at > clock_timestamp());" ;;
     */plain) echo "UPDATE $t SET status = 1 WHERE id = ANY ($ids);" ;;
     esac
 }
