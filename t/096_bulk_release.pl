@@ -29,6 +29,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockPoll;    # within(): waits of the test's own length
 use Test::More;
 
 my $n = $ENV{DLOCK_BULK_N} || 100000;
@@ -72,23 +75,11 @@ my $last_token = $node->safe_psql('postgres',
 # mutant whose release never gets there should not cost minutes more
 my $query_limit = 90;
 
-# True once SQL returns 't', within $query_limit seconds
-sub within
-{
-	my ($sql) = @_;
-	my $until = time() + $query_limit;
-	while (time() < $until)
-	{
-		return 1 if $node->safe_psql('postgres', $sql) eq 't';
-		select(undef, undef, undef, 0.05);
-	}
-	return 0;
-}
 my $w = $node->background_psql('postgres', on_error_stop => 0, timeout => $query_limit);
 $w->query_until(qr/started/,
 	"\\echo started\nSET ROLE other_role \\; BEGIN \\;"
 	  . " SELECT dlock_acquire('$last', 'waiter', '1 min', '10 min');\n");
-within("SELECT count(*) = 1 FROM dlock_waiters WHERE key = '$last'")
+within($node, $query_limit, "SELECT count(*) = 1 FROM dlock_waiters WHERE key = '$last'")
   or die 'the waiter never queued';
 
 # a fence of many2's on a key half-way: the release frees the keys before
@@ -112,7 +103,7 @@ $r->query_until(qr/started/,
 
 # once it waits for the fence (it has freed the keys before it, their rows
 # carrying its uncommitted update)
-within("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $rpid")
+within($node, $query_limit, "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $rpid")
   or die 'the release never came to wait for the fence';
 is( $node->safe_psql('postgres', qq{
 SET ROLE other_role;

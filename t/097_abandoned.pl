@@ -33,6 +33,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use DlockPoll;    # within(): waits of the test's own length
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('abandoned');
@@ -95,23 +98,10 @@ sub kill_client
 	return;
 }
 
-# True once SQL returns 't', within $secs seconds (false after).
-sub within
-{
-	my ($secs, $sql) = @_;
-	my $until = time() + $secs;
-	while (time() < $until)
-	{
-		return 1 if $node->safe_psql('postgres', $sql) eq 't';
-		select(undef, undef, undef, 0.05);
-	}
-	return 0;
-}
-
 sub queued
 {
 	my ($key, $holder) = @_;
-	return within(30,
+	return within($node, 30,
 		"SELECT count(*) = 1 FROM dlock_waiters WHERE key = '$key' AND holder = '$holder'");
 }
 
@@ -146,7 +136,7 @@ ok(queued('ab:t', 'B'), 'terminate: B waits');
 my ($c, $cpid) = start_query("SELECT dlock_acquire('ab:t', 'C', '1 hour', '30 s');");
 ok(queued('ab:t', 'C'), 'terminate: C waits behind B');
 release('ab:t', 'A');
-ok(within(30, "SELECT holder = 'B' FROM dlock_locks WHERE key = 'ab:t'"),
+ok(within($node, 30, "SELECT holder = 'B' FROM dlock_locks WHERE key = 'ab:t'"),
 	'terminate: the release handed the lease to B');
 my (undef, $b_token) = split / /, lease_of('ab:t');
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($bpid)");
@@ -165,9 +155,9 @@ acquire('ab:d', 'A');
 ($b, $bpid) = start_query("SELECT dlock_acquire('ab:d', 'B', '1 hour', '10 min');");
 ok(queued('ab:d', 'B'), 'client gone while waiting: B waits');
 kill_client($b);
-ok( within(20, "SELECT count(*) = 0 FROM dlock_waiters WHERE key = 'ab:d'"),
+ok( within($node, 20, "SELECT count(*) = 0 FROM dlock_waiters WHERE key = 'ab:d'"),
 	'client gone while waiting: B left the queue at once');
-ok( within(20, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
+ok( within($node, 20, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
 	"client gone while waiting: B's backend ended");
 ok($node->log_contains('connection to client lost', $log_offset),
 	'client gone while waiting: the server says so');
@@ -182,10 +172,10 @@ acquire('ab:g', 'A');
 	"SELECT dlock_acquire('ab:g', 'B', '1 hour', '30 s') + 0 * length(pg_sleep(3)::text);");
 ok(queued('ab:g', 'B'), 'client gone after the grant: B waits');
 release('ab:g', 'A');
-ok(within(30, "SELECT holder = 'B' FROM dlock_locks WHERE key = 'ab:g'"),
+ok(within($node, 30, "SELECT holder = 'B' FROM dlock_locks WHERE key = 'ab:g'"),
 	'client gone after the grant: the release handed the lease to B');
 kill_client($b);
-ok(within(30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
+ok(within($node, 30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
 	"client gone after the grant: B's backend ended after its sleep");
 is(lease_of('ab:g'), '', 'client gone after the grant: the key is free');
 like(acquire('ab:g', 'D'), qr/^\d+$/, 'client gone after the grant: D acquires it');
@@ -193,7 +183,7 @@ like(acquire('ab:g', 'D'), qr/^\d+$/, 'client gone after the grant: D acquires i
 ($b, $bpid) = start_query(
 	"SELECT dlock_acquire('ab:s', 'B', '1 hour') + 0 * length(pg_sleep(3)::text);");
 kill_client($b);
-ok(within(30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
+ok(within($node, 30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
 	"client gone after an acquire: B's backend ended after its sleep");
 is(lease_of('ab:s'), '', 'client gone after an acquire: the key is free');
 
@@ -212,12 +202,12 @@ my ($a, $apid) = start_query(
 	"WITH w AS (INSERT INTO written VALUES (1) RETURNING n)"
 	  . " SELECT dlock_release('ab:c', 'A') FROM w;",
 	'SET synchronous_commit = on');
-ok( within(30,
+ok( within($node, 30,
 		"SELECT wait_event = 'SyncRep' FROM pg_stat_activity WHERE pid = $apid"),
 	'cancel while committing: the release waits for its synchronous standby');
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($bpid)");
 like(result_of($b), qr/^$/, 'cancel while committing: B was cancelled');
-ok(within(30, "SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'ab:c'"),
+ok(within($node, 30, "SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'ab:c'"),
 	'cancel while committing: B left the queue');
 # a cancel ends the wait for the standby; the commit stands
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($apid)");
@@ -268,7 +258,7 @@ acquire('ab:n', 'A');
 ok(queued('ab:n', 'B'), 'no worker: B waits');
 release('ab:n', 'A');
 result_of($b);
-ok( within(30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid AND state <> 'idle'"),
+ok( within($node, 30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid AND state <> 'idle'"),
 	"no worker: B's statement ended");
 is(lease_of('ab:n'), '', 'no worker: the abandoned grant reads as a free key');
 my $row = $node->safe_psql('postgres',

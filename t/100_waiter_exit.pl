@@ -24,6 +24,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use FindBin;
 use lib $FindBin::RealBin;
+use DlockPoll;    # within(): waits of the test's own length
 use DlockProcesses;    # every process started (or stopped) here is ended (or continued) on every exit path
 use Test::More;
 
@@ -37,19 +38,6 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
-
-# True once SQL returns 't', within $secs seconds (false after).
-sub within
-{
-	my ($secs, $query) = @_;
-	my $until = time() + $secs;
-	while (time() < $until)
-	{
-		return 1 if sql($query) eq 't';
-		select(undef, undef, undef, 0.05);
-	}
-	return 0;
-}
 
 # True once process pid is stopped (state T in /proc), within $secs seconds.
 sub stopped
@@ -83,10 +71,10 @@ my $b = $node->background_psql('postgres', on_error_stop => 0, timeout => 60);
 my $bpid = $b->query_safe('SELECT pg_backend_pid()');
 $b->query_until(qr/started/,
 	"\\echo started\nSELECT dlock_acquire('we:k', 'B', '1 hour', '5 min');\n");
-ok( within(30,
+ok( within($node, 30,
 		"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'we:k' AND holder = 'B' AND pid = $bpid"),
 	'B waits');
-ok( within(30,
+ok( within($node, 30,
 		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $bpid"),
 	'B sleeps in its wait');
 
@@ -100,7 +88,7 @@ my (undef, $b_token) = split / /, $granted;
 
 is(sql("SELECT pg_terminate_backend($bpid)"), 't', "B's backend is told to terminate");
 DlockProcesses::resume($bpid);
-ok(within(60, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
+ok(within($node, 60, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
 	"B's backend exited");
 
 is(sql("SELECT count(*) FROM dlock_waiters"), '0', 'nobody waits any more');
