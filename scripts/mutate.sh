@@ -133,8 +133,8 @@ cleanup-deletes-live-leases@src/maint_sweep.c@TimestampTz before = GetCurrentTim
 cleanup-deletes-live-claims@src/maint_sweep.c@TimestampTz idle_before = GetCurrentTimestamp() - idle_us;@TimestampTz idle_before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
 cleanup-deletes-poisoned@src/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
-unpinned-unlisted@dlock--0.4.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
-full-script-drifts@dlock--0.4.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
+unpinned-unlisted@dlock--0.5.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
+full-script-drifts@dlock--0.5.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
 unpinned-reaches-spi@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
 no-lease-sweep@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
 no-claim-sweep@src/claim.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block

@@ -1,6 +1,6 @@
 --
 -- upgrade: ALTER EXTENSION dlock UPDATE from every released version (0.1,
--- 0.2, 0.3) reaches the default version with the same objects as a fresh
+-- 0.2, 0.3, 0.4) reaches the default version with the same objects as a fresh
 -- install, which runs the default version's own full script
 -- (dlock--X.Y.sql): functions with their definitions, volatility, parallel
 -- safety, settings, ACLs and comments; tables, views, sequences and
@@ -121,6 +121,17 @@ CREATE EXTENSION dlock VERSION '0.3';
 ALTER EXTENSION dlock UPDATE;
 SELECT 'only after upgrade from 0.3' AS side, f FROM pg_temp.dlock_fingerprint() f
 EXCEPT SELECT 'only after upgrade from 0.3', f FROM fp_fresh
+UNION ALL
+(SELECT 'only in a fresh install', f FROM fp_fresh
+ EXCEPT SELECT 'only in a fresh install', f FROM pg_temp.dlock_fingerprint() f)
+ORDER BY 1, 2;
+
+-- from 0.4
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '0.4';
+ALTER EXTENSION dlock UPDATE;
+SELECT 'only after upgrade from 0.4' AS side, f FROM pg_temp.dlock_fingerprint() f
+EXCEPT SELECT 'only after upgrade from 0.4', f FROM fp_fresh
 UNION ALL
 (SELECT 'only in a fresh install', f FROM fp_fresh
  EXCEPT SELECT 'only in a fresh install', f FROM pg_temp.dlock_fingerprint() f)
