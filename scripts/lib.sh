@@ -16,7 +16,8 @@
 #
 # Public functions (all return non-zero on failure, never exit the shell):
 #   dlock_ensure_packages
-#   dlock_build_install SRC_DIR [WORK_DIR]
+#   dlock_build_install SRC_DIR [WORK_DIR]    (DLOCK_BUILD_CACHE: see there)
+#   dlock_default_build_cache SRC_DIR
 #   dlock_cluster_start DIR PORT [EXTRA_CONF_LINE...]
 #   dlock_cluster_stop DIR
 #   dlock_psql [PSQL_ARGS...]
@@ -60,8 +61,12 @@ dlock__pg_major() {
 DLOCK_PG_MAJOR=$(dlock__pg_major)
 DLOCK_PG_BIN=${DLOCK_PG_BIN:-/usr/lib/postgresql/$DLOCK_PG_MAJOR/bin}
 DLOCK_PG_CONFIG=$DLOCK_PG_BIN/pg_config
-DLOCK_PACKAGES=(postgresql-$DLOCK_PG_MAJOR postgresql-server-dev-$DLOCK_PG_MAJOR libipc-run-perl
-    libpq-dev make gcc pgbouncer postgresql-$DLOCK_PG_MAJOR-plproxy)
+# What a build of dlock and a throwaway cluster need (scripts/demo.sh needs
+# no more), and what the whole test suite needs (dlock_ensure_packages
+# installs DLOCK_PACKAGES; a script adds to it, or sets it, first).
+DLOCK_BUILD_PACKAGES=(postgresql-$DLOCK_PG_MAJOR postgresql-server-dev-$DLOCK_PG_MAJOR
+    libpq-dev make gcc)
+DLOCK_PACKAGES=("${DLOCK_BUILD_PACKAGES[@]}" libipc-run-perl pgbouncer postgresql-$DLOCK_PG_MAJOR-plproxy)
 
 case ":$PATH:" in
     "$DLOCK_PG_BIN:"*) ;;
@@ -134,11 +139,12 @@ dlock_ensure_packages() {
     return 0
 }
 
-# dlock__copy_tree SRC DST: copies the sources (not build output) of SRC into DST.
-# In a git work tree: tracked files plus untracked files that are not ignored,
-# as they are in the work tree (so uncommitted edits are tested too).
-dlock__copy_tree() {
-    local src=$1 dst=$2
+# dlock__source_list SRC: the sources of SRC (not build output), NUL-separated
+# paths relative to SRC.  In a git work tree: tracked files plus untracked
+# files that are not ignored, as they are in the work tree (so uncommitted
+# edits are tested too); elsewhere every file but .git.
+dlock__source_list() {
+    local src=$1
     if command -v git >/dev/null 2>&1 &&
             git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
         (
@@ -146,12 +152,53 @@ dlock__copy_tree() {
             git ls-files -z --cached --others --exclude-standard |
                 while IFS= read -r -d '' f; do
                     [ -e "$f" ] && printf '%s\0' "$f"
-                done |
-                tar --null -T - -cf - 
-        ) | tar -C "$dst" -xf -
+                done
+        )
     else
-        tar -C "$src" --exclude=.git -cf - . | tar -C "$dst" -xf -
+        (cd "$src" && find . -path ./.git -prune -o ! -type d -print0 | sed -z 's#^\./##')
     fi
+}
+
+# dlock__copy_files SRC DST: copies the files named (NUL-separated) on stdin
+# from SRC into DST.
+dlock__copy_files() {
+    (cd "$1" && tar --null -T - -cf -) | tar -C "$2" -xf -
+}
+
+# dlock__copy_tree SRC DST: copies the sources (not build output) of SRC into DST.
+dlock__copy_tree() {
+    dlock__source_list "$1" | dlock__copy_files "$1" "$2"
+}
+
+# dlock__cache_locked [-s] CACHE CMD...: runs CMD holding CACHE's lock
+# (shared with -s: a copy out of it; exclusive: its replacement), so that a
+# build never copies a cache another build is replacing.
+dlock__cache_locked() {
+    local mode=-x
+    if [ "$1" = -s ]; then mode=-s; shift; fi
+    local cache=$1
+    shift
+    mkdir -p "$(dirname "$cache")" || return 1
+    if command -v flock >/dev/null 2>&1; then
+        flock "$mode" "$cache.lock" "$@"
+    else
+        "$@"
+    fi
+}
+
+# dlock_default_build_cache SRC: the persistent build cache of the source
+# tree SRC (a git work tree; nothing for any other tree), one per tree,
+# PostgreSQL (DLOCK_PG_CONFIG and its version), compiler and
+# DLOCK_MAKE_FLAGS: ${DLOCK_BUILD_CACHE_ROOT:-/var/tmp/dlock-build-cache}/NAME-KEY.
+# scripts/test.sh and scripts/demo.sh use it when DLOCK_BUILD_CACHE is unset.
+dlock_default_build_cache() {
+    local src key
+    src=$(cd "$1" && pwd -P) || return 1
+    command -v git >/dev/null 2>&1 &&
+        git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1 || return 0
+    key=$(printf '%s|%s|%s|%s|%s' "$src" "$DLOCK_PG_CONFIG" "$("$DLOCK_PG_CONFIG" --version 2>/dev/null)" \
+        "$(gcc --version 2>/dev/null | head -n 1)" "${DLOCK_MAKE_FLAGS:-}" | md5sum | cut -c1-12)
+    echo "${DLOCK_BUILD_CACHE_ROOT:-/var/tmp/dlock-build-cache}/$(basename "$src")-$key"
 }
 
 # dlock_build_install SRC_DIR [WORK_DIR]
@@ -166,6 +213,17 @@ dlock__copy_tree() {
 #   Prints the warning lines (if any) to stderr; returns 1 if make or make
 #   install fails (with the tail of the log). Warnings alone do not fail here:
 #   the caller decides (test.sh fails on them).
+#   DLOCK_BUILD_CACHE=DIR: a directory holding an earlier build of a tree
+#   with the same files (scripts/mutate.sh: the control run's; scripts/test.sh
+#   and demo.sh: dlock_default_build_cache's).  The copy starts from it: a
+#   file whose content is the cached one keeps the cached file's time, every
+#   other file gets a new one, so make rebuilds only the objects of changed
+#   files (and all of them when a header changed: the Makefile's rule).  A
+#   tree with other files (one added or removed) gets a full build.  The
+#   first build without compiler warnings fills the cache;
+#   DLOCK_BUILD_CACHE_REFRESH=1 replaces it after every such build (so the
+#   next run compares with the latest).  A build with warnings never fills
+#   it: an object the cache gives was compiled without any.
 dlock_build_install() {
     local src=${1:?usage: dlock_build_install SRC_DIR [WORK_DIR]} work=${2:-}
     src=$(cd "$src" && pwd) || return 1
@@ -177,22 +235,44 @@ dlock_build_install() {
     DLOCK_BUILD_DIR=$work
     DLOCK_BUILD_LOG=$work/build.log
     DLOCK_BUILD_WARNINGS=0
-    # DLOCK_BUILD_CACHE (scripts/mutate.sh): a directory holding an earlier
-    # build of the same tree.  The copy starts from it, and every file that
-    # differs from its cached copy gets a new time, so make rebuilds only the
-    # objects of changed files (one file's mutant: one compile and a link).
-    # The first build fills the cache.
-    local cached=
-    if [ -n "${DLOCK_BUILD_CACHE:-}" ] && [ -f "$DLOCK_BUILD_CACHE/dlock.so" ]; then
-        cached=1
-        cp -a "$DLOCK_BUILD_CACHE/." "$work/" || { dlock_err "copying the build cache failed"; return 1; }
+    local cache=${DLOCK_BUILD_CACHE:-} cached= sources changed
+    sources=$(mktemp /tmp/dlock-sources.XXXXXX) || return 1
+    dlock__source_list "$src" | LC_ALL=C sort -z >"$sources"
+    if [ -n "$cache" ] && [ -f "$cache/dlock.so" ] && [ -f "$cache/.dlock-cache/sources" ]; then
+        if ! cmp -s "$sources" "$cache/.dlock-cache/sources"; then
+            dlock_log "the build cache $cache is of a tree with other files: a full build"
+        elif dlock__cache_locked -s "$cache" cp -a "$cache/." "$work/"; then
+            cached=1
+        else
+            dlock_log "copying the build cache $cache failed: a full build"
+            find "$work" -mindepth 1 -delete
+        fi
     fi
-    dlock__copy_tree "$src" "$work" || { dlock_err "copying $src to $work failed"; return 1; }
     if [ -n "$cached" ]; then
-        (cd "$src" && git ls-files 2>/dev/null || find . -type f) | while IFS= read -r f; do
-            [ -f "$work/$f" ] || continue
-            cmp -s "$work/$f" "$DLOCK_BUILD_CACHE/$f" || touch "$work/$f"
-        done
+        # the copy holds the cached sources: replace (and date now) the
+        # files that differ from them
+        # (a checksum of each side, two processes: a cmp per file would
+        # fork hundreds of times)
+        changed=$(mktemp /tmp/dlock-changed.XXXXXX) || return 1
+        local -a names sums_src sums_work
+        local i
+        mapfile -d '' -t names <"$sources"
+        mapfile -d '' -t sums_src < <(cd "$src" && xargs -0 -r md5sum -z -- <"$sources" 2>/dev/null)
+        mapfile -d '' -t sums_work < <(cd "$work" && xargs -0 -r md5sum -z -- <"$sources" 2>/dev/null)
+        for i in "${!names[@]}"; do
+            if [ ${#sums_src[@]} -ne ${#names[@]} ] || [ ${#sums_work[@]} -ne ${#names[@]} ] ||
+                    [ "${sums_src[$i]}" != "${sums_work[$i]}" ]; then
+                printf '%s\0' "${names[$i]}"
+            fi
+        done >"$changed"
+        dlock__copy_files "$src" "$work" <"$changed" ||
+            { dlock_err "copying $src to $work failed"; rm -f "$sources" "$changed"; return 1; }
+        (cd "$work" && xargs -0 -r touch -h -c -- <"$changed")
+        dlock_log "build cache $cache: $(tr -cd '\0' <"$changed" | wc -c) file(s) differ from its build: $(tr '\0' ' ' <"$changed" | cut -c1-200)"
+        rm -f "$changed"
+    else
+        dlock__copy_files "$src" "$work" <"$sources" ||
+            { dlock_err "copying $src to $work failed"; rm -f "$sources"; return 1; }
     fi
     chown -R postgres:postgres "$work" || return 1
     chmod 755 "$work"
@@ -207,6 +287,7 @@ dlock_build_install() {
         grep -E 'error:|warning:' "$DLOCK_BUILD_LOG" | head -n 40 >&2 || true
         tail -n 30 "$DLOCK_BUILD_LOG" >&2
         dlock_err "make failed (full log: $DLOCK_BUILD_LOG)"
+        rm -f "$sources"
         return 1
     fi
     chown postgres:postgres "$DLOCK_BUILD_LOG"
@@ -216,10 +297,21 @@ dlock_build_install() {
         grep -B2 -A3 'warning:' "$DLOCK_BUILD_LOG" >&2 || true
     fi
 
-    if [ -n "${DLOCK_BUILD_CACHE:-}" ] && [ -z "$cached" ]; then
-        mkdir -p "$DLOCK_BUILD_CACHE" && cp -a "$work/." "$DLOCK_BUILD_CACHE/" ||
-            dlock_log "could not fill the build cache $DLOCK_BUILD_CACHE (builds go on without it)"
+    if [ -n "$cache" ] && [ "$DLOCK_BUILD_WARNINGS" -eq 0 ] &&
+            { [ -z "$cached" ] || [ "${DLOCK_BUILD_CACHE_REFRESH:-0}" = 1 ]; }; then
+        # a full copy beside it, then swapped in under the lock
+        local new=$cache.new.$$
+        rm -rf "$new"
+        if mkdir -p "$new/.dlock-cache" && cp -a "$work/." "$new/" &&
+                cp "$sources" "$new/.dlock-cache/sources" &&
+                dlock__cache_locked "$cache" sh -c 'rm -rf "$1" && mv "$2" "$1"' sh "$cache" "$new"; then
+            :
+        else
+            rm -rf "$new"
+            dlock_log "could not fill the build cache $cache (builds go on without it)"
+        fi
     fi
+    rm -f "$sources"
     dlock_log "built in $((SECONDS - start)) s; installing (make install, as root, into $("$DLOCK_PG_CONFIG" --pkglibdir))"
     # shellcheck disable=SC2086
     if ! (cd "$work" && make install PG_CONFIG="$DLOCK_PG_CONFIG" ${DLOCK_MAKE_FLAGS:-}) >>"$DLOCK_BUILD_LOG" 2>&1; then
@@ -373,12 +465,22 @@ dlock_cluster_stop() {
 #   even a daemon that detached with setsid, such as a postmaster started
 #   by pg_ctl), and of the processes whose working directory is under one
 #   of the DIRs (a postmaster and its backends work in their data
-#   directory, also after it was deleted).  Only bash builtins read /proc,
-#   so the scan does not find itself; the calling shell is left out.
+#   directory, also after it was deleted).  Only bash builtins read /proc
+#   after one find has read every working directory, so the scan does not
+#   find itself; the calling shell is left out.
 dlock_tagged_pids() {
     local want=${1:?usage: dlock_tagged_pids NAME=VALUE [DIR...]} p pid cwd d x out=()
     shift
     local -a env
+    # every process's working directory, read by one find (a readlink per
+    # process forks as many times as there are processes: seconds on a
+    # loaded machine, for each scan)
+    local -A cwds=()
+    if [ $# -gt 0 ]; then
+        while IFS=$'\t' read -r -d '' p cwd; do
+            cwds[${p#/proc/}]=$cwd
+        done < <(find /proc/[0-9]*/cwd -maxdepth 0 -printf '%h\t%l\0' 2>/dev/null)
+    fi
     for p in /proc/[0-9]*; do
         pid=${p#/proc/}
         [ "$pid" = "$$" ] || [ "$pid" = "${BASHPID:-}" ] && continue
@@ -388,7 +490,8 @@ dlock_tagged_pids() {
             done
         fi
         [ $# -gt 0 ] || continue
-        cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+        cwd=${cwds[$pid]-}
+        [ -n "$cwd" ] || continue
         for d in "$@"; do
             [ -n "$d" ] || continue
             case "$cwd" in "$d" | "$d"/* | "$d (deleted)") out+=("$pid"); continue 2 ;; esac

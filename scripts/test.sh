@@ -65,6 +65,18 @@
 #                          (scripts/mutate.sh: one failure kills a mutant)
 #   DLOCK_IGNORE_WARNINGS=1  compiler warnings do not count as a failure
 #                          (scripts/mutate.sh: a mutant may leave a variable unused)
+#   DLOCK_BUILD_CACHE      a build cache (scripts/lib.sh, dlock_build_install);
+#                          unset: the persistent one of the source tree (a git
+#                          work tree), /var/tmp/dlock-build-cache/NAME-KEY,
+#                          refreshed after every build without warnings, so a
+#                          run after another recompiles only what changed;
+#                          empty: none, every run builds from scratch
+#
+# A pg_regress or isolation test without its expected output (a new
+# sql/NAME.sql or specs/NAME.spec) runs against an empty expected/NAME.out
+# and fails; the summary names the file its output went to
+# (results/NAME.out, output_iso/results/NAME.out in the kept build
+# directory): read every line of it, then copy it to expected/NAME.out.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -149,6 +161,12 @@ echo "==> dlock test suite: source $SRC"
 dlock_ensure_packages || fail_early "installing packages"
 echo "==> $("$DLOCK_PG_CONFIG" --version), $(gcc --version | head -n1)"
 
+# a persistent build cache per source tree (scripts/lib.sh): a run after
+# another one of the same tree recompiles only the files that changed
+if [ -z "${DLOCK_BUILD_CACHE+set}" ]; then
+    DLOCK_BUILD_CACHE=$(dlock_default_build_cache "$SRC")
+    DLOCK_BUILD_CACHE_REFRESH=1
+fi
 dlock_build_install "$SRC" || fail_early "build or make install (see above)"
 BUILD=$DLOCK_BUILD_DIR
 if [ "$DLOCK_BUILD_WARNINGS" -gt 0 ] && [ "${DLOCK_IGNORE_WARNINGS:-0}" = 1 ]; then
@@ -489,6 +507,14 @@ present_tests() {
         fi
         if [ $have_in = 1 ] && [ $have_out = 1 ]; then
             printf '%s ' "$t"
+        elif [ $have_in = 1 ]; then
+            # a new test: run it against an empty expected output, so that
+            # its output is there to read (named in the summary)
+            : >"$BUILD/expected/$t.out"
+            chown postgres "$BUILD/expected/$t.out"
+            echo "==> [$kind] NOTE: $t has no expected/$t.out: it runs against an empty one and fails; its output is kept" >&2
+            NEW_TESTS+=("$kind:$t")
+            printf '%s ' "$t"
         else
             local what=
             [ $have_in = 1 ] || what="$( [ "$kind" = regress ] && echo "sql/$t.sql" || echo "specs/$t.spec")"
@@ -506,7 +532,8 @@ show_file() {   # show_file FILE LINES: tail of FILE with a header
     tail -n "$2" "$1"
 }
 
-# present_tests updates NOTES/FAILED, so it must not run in a subshell.
+# present_tests updates NOTES/FAILED/NEW_TESTS, so it must not run in a subshell.
+NEW_TESTS=()
 present_tests regress $V_REGRESS >"$WORK/regress.list"
 R_LIST=$(cat "$WORK/regress.list")
 present_tests isolation $V_ISOLATION >"$WORK/isolation.list"
@@ -585,6 +612,17 @@ else
     NOTES+=("FAIL: [tap] no test to run")
     FAILED=$((FAILED + 1))
 fi
+
+# where the output of each test without an expected file went
+for nt in ${NEW_TESTS[@]+"${NEW_TESTS[@]}"}; do
+    t=${nt#*:}
+    if [ "${nt%%:*}" = regress ]; then out=$BUILD/results/$t.out; else out=$BUILD/output_iso/results/$t.out; fi
+    if [ -f "$out" ]; then
+        NOTES+=("NEW: [${nt%%:*}] $t has no expected/$t.out; its output is $out: read every line, then copy it to expected/$t.out")
+    else
+        NOTES+=("NEW: [${nt%%:*}] $t has no expected/$t.out, and it wrote no output (see its suite above)")
+    fi
+done
 
 if [ "$FAILED" -gt 0 ]; then
     show_file "$DLOCK_SERVER_LOG" 40
