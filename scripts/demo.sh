@@ -4,10 +4,12 @@
 #   sudo bash scripts/demo.sh
 #
 # Installs what is missing (the first time on a fresh machine: a few minutes
-# of apt, whose progress it shows), builds and installs dlock (in a copy
-# under /tmp), starts a throwaway PostgreSQL cluster, and runs 4 workers (bash
-# loops around psql, about half a minute) that compete for 2 keys with
-# 5-second leases. Each worker does:
+# of apt, whose progress it shows; only what a build and a cluster need,
+# DLOCK_BUILD_PACKAGES of scripts/lib.sh), builds and installs dlock (in a
+# copy under /tmp, from the build cache scripts/test.sh uses too: a second
+# run recompiles only what changed), starts a throwaway PostgreSQL cluster,
+# and runs 4 workers (bash loops around psql, about half a minute) that
+# compete for 2 keys with 5-second leases. Each worker does:
 #
 #   token := dlock_acquire(key, worker, '5 s')         -- NULL: someone else holds it
 #   UPDATE demo_resource SET last_writer = worker, last_token = token
@@ -22,9 +24,15 @@
 # on a busy machine; should an honest worker still be too slow (its lease ran
 # out before its write or its release), the demo says so and how long it
 # took, rather than a bare "released: false".
+# The events are printed in the order they committed: each is logged by the
+# transaction of what it reports (the acquire, the fenced write, the
+# release), numbered under one row lock (demo_event), and one process (the
+# printer) prints them by number, so a line never comes before one it
+# follows from.
 # The exit status is 0 only if the fencing held.
 #
-# Environment: DLOCK_DEMO_KEEP=1 keeps the /tmp directories afterwards.
+# Environment: DLOCK_DEMO_KEEP=1 keeps the /tmp directories afterwards;
+# DLOCK_BUILD_CACHE (scripts/lib.sh; empty: none) as for scripts/test.sh.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -51,7 +59,15 @@ else
 fi
 
 say "[1/4] Installing missing packages, building and installing dlock"
+# only what a build and a cluster need (not the test suite's pgbouncer,
+# PL/Proxy, IPC::Run)
+DLOCK_PACKAGES=("${DLOCK_BUILD_PACKAGES[@]}")
 dlock_ensure_packages
+# the persistent build cache scripts/test.sh uses too (scripts/lib.sh)
+if [ -z "${DLOCK_BUILD_CACHE+set}" ]; then
+    DLOCK_BUILD_CACHE=$(dlock_default_build_cache "$REPO")
+    DLOCK_BUILD_CACHE_REFRESH=1
+fi
 dlock_build_install "$REPO"
 if [ "$DLOCK_BUILD_WARNINGS" -gt 0 ]; then
     echo "(the build printed compiler warnings; going on with the demo)"
@@ -63,7 +79,7 @@ chmod 755 "$WORK"
 cleanup_demo() {
     local rc=$?
     local p
-    for p in ${WORKER_PIDS[@]+"${WORKER_PIDS[@]}"}; do
+    for p in ${WORKER_PIDS[@]+"${WORKER_PIDS[@]}"} ${PRINTER_PID:-}; do
         kill -CONT "$p" 2>/dev/null || true
         kill "$p" 2>/dev/null || true
     done
@@ -97,6 +113,68 @@ CREATE TABLE demo_resource (
     writes      int NOT NULL DEFAULT 0
 );
 INSERT INTO demo_resource (key) VALUES ('invoices'), ('reports');
+
+-- The demo's own log of what happened, in commit order: each event is
+-- written by the transaction of what it reports (the acquire, the fenced
+-- write, the release), which first takes the one row of demo_clock, so
+-- events get their numbers in the order they commit; one printer shows
+-- them in that order.
+CREATE TABLE demo_clock (n bigint NOT NULL);
+INSERT INTO demo_clock VALUES (0);
+CREATE TABLE demo_log (
+    seq      bigint PRIMARY KEY,
+    at       timestamptz NOT NULL,
+    who      text NOT NULL,
+    what     text NOT NULL,
+    key      text,
+    token    bigint,
+    msg      text NOT NULL,
+    cur_token  bigint,      -- a refused write: the last accepted one
+    cur_writer text
+);
+-- demo_event(who, what, key, token): logs the event and returns what:
+--   got, frozen, woke, note (msg: the note), wrote / refused (a fenced write
+--   of 1 / 0 rows; a refused one of a worker that did not freeze: late),
+--   released / unreleased (dlock_release's true / false)
+CREATE FUNCTION demo_event(p_who text, p_what text, p_key text DEFAULT NULL,
+                           p_token bigint DEFAULT NULL, p_note text DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+    froze boolean;
+    took text;
+    cur demo_resource;
+    m text;
+BEGIN
+    UPDATE demo_clock SET n = demo_clock.n + 1 RETURNING demo_clock.n INTO n;
+    froze := EXISTS (SELECT 1 FROM demo_log WHERE who = p_who AND what = 'frozen' AND token = p_token);
+    SELECT to_char(extract(epoch FROM clock_timestamp() - at), 'FM990.0') INTO took
+      FROM demo_log WHERE who = p_who AND what = 'got' AND token = p_token;
+    IF p_what = 'refused' AND NOT froze THEN
+        p_what := 'late';
+    ELSIF p_what = 'refused' THEN
+        SELECT * INTO cur FROM demo_resource WHERE key = p_key;
+    END IF;
+    m := CASE p_what
+        WHEN 'note' THEN p_note
+        WHEN 'got' THEN format('got %L  token %s', p_key, p_token)
+        WHEN 'frozen' THEN format('*** freezes now (SIGSTOP), holding %L with token %s, before its write ***', p_key, p_token)
+        WHEN 'woke' THEN format('*** wakes up (SIGCONT) and goes on with its write, token %s ***', p_token)
+        WHEN 'wrote' THEN format('wrote %L with token %s: accepted (1 row)', p_key, p_token)
+        WHEN 'refused' THEN format('wrote %L with token %s: REFUSED (0 rows; last accepted write: token %s by %s)',
+                                   p_key, p_token, cur.last_token, cur.last_writer)
+        WHEN 'late' THEN format('wrote %L with token %s: refused, its lease had run out (%s s after its acquire, on this busy machine)',
+                                p_key, p_token, took)
+        WHEN 'released' THEN format('released %L', p_key)
+        WHEN 'unreleased' THEN CASE WHEN froze
+            THEN format('released %L: false (the lease was no longer %s''s)', p_key, p_who)
+            ELSE format('released %L: false (its lease had run out: %s s from its acquire to its release on this machine)', p_key, took) END
+        END;
+    INSERT INTO demo_log VALUES (n, clock_timestamp(), p_who, p_what, p_key, p_token, m,
+                                 cur.last_token, cur.last_writer);
+    RETURN p_what;
+END
+$$;
 SQL
 echo "CREATE EXTENSION dlock; table demo_resource has one row per key: ${KEYS[*]}"
 
@@ -105,63 +183,73 @@ q() {
     psql -X -Atq -v ON_ERROR_STOP=1 -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d dlock_demo -c "$1"
 }
 
-T0=${EPOCHREALTIME/,/.}
-EVENTS=$WORK/events
+EVENTS=$WORK/busy
 : >"$EVENTS"
-now() { awk -v a="${EPOCHREALTIME/,/.}" -v b="$T0" 'BEGIN { printf "%.2f", a - b }'; }
-event() {   # event WORKER WHAT KEY TOKEN [MESSAGE]: log for the summary, print MESSAGE
-    local t
-    t=$(now)
-    printf '%s %s %s %s %s\n' "$t" "$1" "$2" "$3" "$4" >>"$EVENTS"
-    if [ -n "${5:-}" ]; then printf '%6ss  %-3s %s\n' "$t" "$1" "$5"; fi
-}
+# ev WHO WHAT [KEY TOKEN]: an event of no SQL of its own (freezing, waking)
+ev() { q "SELECT demo_event('$1', '$2', '${3:-}', ${4:-NULL})" >/dev/null; }
+# note TEXT: a line of the demo itself, in its place among the events
+note() { q "SELECT demo_event('', 'note', p_note => \$n\$$1\$n\$)" >/dev/null; }
 
 worker() {
-    local me=$1 key tok n ok cur
+    local me=$1 key tok what
     trap - EXIT INT TERM
     while [ ! -e "$WORK/stop" ]; do
         key=${KEYS[RANDOM % ${#KEYS[@]}]}
-        if ! tok=$(q "SELECT dlock_acquire('$key', '$me', '$TTL')"); then
+        # the acquire, logged in its own transaction when it got the key
+        if ! tok=$(q "SELECT CASE WHEN t IS NULL THEN NULL WHEN demo_event('$me', 'got', '$key', t) IS NOT NULL THEN t END
+                        FROM (SELECT dlock_acquire('$key', '$me', '$TTL') AS t OFFSET 0) a"); then
             echo "$me: dlock_acquire failed" >&2; touch "$WORK/failed"; return 1
         fi
         if [ -z "$tok" ]; then
-            event "$me" busy "$key" - ""
+            echo "$me busy" >>"$EVENTS"
             sleep 0.2
             continue
         fi
-        t_got=${EPOCHREALTIME/,/.}
-        event "$me" got "$key" "$tok" "got '$key'  token $tok"
         if [ "$me" = "$VICTIM" ] && [ -e "$WORK/freeze-next" ]; then
             rm -f "$WORK/freeze-next"
             echo "$key $tok" >"$WORK/frozen"
-            event "$me" frozen "$key" "$tok" "*** freezes now (SIGSTOP), holding '$key' with token $tok, before its write ***"
+            ev "$me" frozen "$key" "$tok" || { touch "$WORK/failed"; return 1; }
             kill -STOP "$BASHPID"
-            event "$me" woke "$key" "$tok" "*** wakes up (SIGCONT) and goes on with its write, token $tok ***"
+            ev "$me" woke "$key" "$tok" || { touch "$WORK/failed"; return 1; }
         fi
         sleep "$WORK_SECONDS"
-        if ! n=$(q "WITH w AS (UPDATE demo_resource SET last_writer = '$me', last_token = $tok, writes = writes + 1
-                               WHERE key = '$key' AND dlock_validate('$key', '$me', $tok) RETURNING 1)
-                    SELECT count(*) FROM w"); then
+        # the fenced write, logged in its transaction (accepted or refused)
+        if ! what=$(q "WITH w AS (UPDATE demo_resource SET last_writer = '$me', last_token = $tok, writes = writes + 1
+                                   WHERE key = '$key' AND dlock_validate('$key', '$me', $tok) RETURNING 1)
+                       SELECT demo_event('$me', CASE count(*) WHEN 1 THEN 'wrote' ELSE 'refused' END, '$key', $tok)
+                         FROM w"); then
             echo "$me: fenced write failed" >&2; touch "$WORK/failed"; return 1
         fi
-        ok=$(q "SELECT CASE WHEN dlock_release('$key', '$me', $tok) THEN 'true' ELSE 'false' END") ||
+        q "SELECT demo_event('$me', CASE WHEN dlock_release('$key', '$me', $tok) THEN 'released' ELSE 'unreleased' END,
+                             '$key', $tok)" >/dev/null ||
             { touch "$WORK/failed"; return 1; }
-        took=$(awk -v a="${EPOCHREALTIME/,/.}" -v b="$t_got" 'BEGIN { printf "%.1f", a - b }')
-        if [ "$ok" = false ] && [ "$me" != "$VICTIM" ]; then
-            # not frozen, only slow: say why the release found no lease
-            ok="false (its $TTL lease ran out: ${took} s from its acquire to its release on this machine)"
-        fi
-        if [ "$n" = 1 ]; then
-            event "$me" wrote "$key" "$tok" "wrote '$key' with token $tok: accepted (1 row); released: $ok"
-        elif [ "$me" != "$VICTIM" ] || [ "$key $tok" != "$(cat "$WORK/frozen" 2>/dev/null)" ]; then
-            # an honest worker too slow for its lease (a loaded machine)
-            event "$me" late "$key" "$tok" "wrote '$key' with token $tok: refused, its $TTL lease had run out (${took} s from its acquire to its release on this busy machine); released: $ok"
-        else
-            cur=$(q "SELECT coalesce(last_token::text, '-') || ' ' || coalesce(last_writer, '-') FROM demo_resource WHERE key = '$key'")
-            event "$me" refused "$key" "$tok" "wrote '$key' with token $tok: REFUSED (0 rows; last accepted write: token ${cur% *} by ${cur#* }); released: $ok"
-            echo "$key $tok $cur $ok" >"$WORK/refused.$me"
-        fi
         sleep "0.$((RANDOM % 3 + 1))"
+    done
+}
+
+# printer: the one process that prints the events, in the order of their
+# numbers (their commits), as they commit; ends once WORK/printed-all is
+# asked for and everything is printed
+printer() {
+    local last=0 seq t who msg
+    trap - EXIT INT TERM
+    while :; do
+        local done_asked=
+        [ -e "$WORK/print-all" ] && done_asked=1
+        while IFS=$'\t' read -r seq t who msg; do
+            [ -n "$seq" ] || continue
+            last=$seq
+            if [ "$who" = - ]; then
+                printf '%6ss       --- %s ---\n' "$t" "$msg"
+            else
+                printf '%6ss  %-3s %s\n' "$t" "$who" "$msg"
+            fi
+        done < <(psql -X -Atq -F $'\t' -h "$DLOCK_PGHOST" -p "$DLOCK_PORT" -U postgres -d dlock_demo -c \
+            "SELECT seq, to_char(extract(epoch FROM at - (SELECT min(at) FROM demo_log)), 'FM9990.00'),
+                    coalesce(nullif(who, ''), '-'), msg
+               FROM demo_log WHERE seq > $last ORDER BY seq")
+        [ -z "$done_asked" ] || return 0
+        sleep 0.2
     done
 }
 
@@ -171,19 +259,30 @@ Each worker loops: token := dlock_acquire(key, me, '5 s')  (NULL at once if the 
 "works" 0.7 s, then does the fenced write
     UPDATE demo_resource SET last_writer = me, last_token = token
      WHERE key = ... AND dlock_validate(key, me, token)
-and dlock_release(key, me, token). Busy answers are counted, not printed.
+and dlock_release(key, me, token). Busy answers are counted, not printed;
+the rest is printed in the order it committed (seconds since the first).
 A token counts microseconds since 1970: the next one is the last plus one,
 moved up to the server's clock whenever it falls behind it. Hence the large
 values, and a takeover always gets a larger token than the holder it replaces.
 
 EOF
+PRINTER_PID=
+printer &
+PRINTER_PID=$!
 for w in "${WORKERS[@]}"; do
     worker "$w" &
     WORKER_PIDS+=($!)
 done
 VICTIM_PID=${WORKER_PIDS[0]}
 
-fail() { echo "DEMO FAILED: $*" >&2; touch "$WORK/stop"; exit 1; }
+# stop_printer: lets the printer print what is logged, then waits for it
+stop_printer() {
+    [ -n "$PRINTER_PID" ] || return 0
+    touch "$WORK/print-all"
+    wait "$PRINTER_PID" || true
+    PRINTER_PID=
+}
+fail() { touch "$WORK/stop"; stop_printer; echo "DEMO FAILED: $*" >&2; exit 1; }
 wait_for() {   # wait_for SECONDS CMD...: poll CMD every 0.1 s
     local deadline=$((SECONDS + $1)); shift
     until "$@"; do
@@ -196,52 +295,63 @@ is_stopped() { [ "$(awk '{print $3}' "/proc/$VICTIM_PID/stat" 2>/dev/null)" = T 
 
 sleep 4
 [ -e "$WORK/failed" ] && fail "a worker hit an error (see above)"
-echo
-echo "          --- asking $VICTIM to freeze right after its next dlock_acquire succeeds ---"
+note "asking $VICTIM to freeze right after its next dlock_acquire succeeds"
 touch "$WORK/freeze-next"
 wait_for 15 is_stopped || fail "$VICTIM did not get a lease to freeze with"
 read -r FKEY FTOK <"$WORK/frozen"
 
-# Wait until another worker got FKEY with a larger token and wrote with it.
+# Wait until another worker got FKEY with a larger token and wrote with it
+# (its write's event committed: the note below comes after it).
 taken_over() {
     local r
-    r=$(q "SELECT last_writer || ' ' || last_token FROM demo_resource
-           WHERE key = '$FKEY' AND last_token > $FTOK")
+    r=$(q "SELECT who || ' ' || token FROM demo_log
+            WHERE what = 'wrote' AND key = '$FKEY' AND token > $FTOK ORDER BY seq LIMIT 1")
     [ -n "$r" ] && echo "$r" >"$WORK/takeover"
 }
 wait_for 20 taken_over || fail "nobody took '$FKEY' over after $VICTIM's lease expired"
 read -r NHOLDER NTOK <"$WORK/takeover"
-echo "          --- $VICTIM's lease on '$FKEY' expired; $NHOLDER took it over (token $NTOK) and wrote; waking $VICTIM up ---"
+note "$VICTIM's lease on '$FKEY' expired; $NHOLDER took it over (token $NTOK) and wrote; waking $VICTIM up"
 kill -CONT "$VICTIM_PID"
-wait_for 15 test -e "$WORK/refused.$VICTIM" ||
-    { grep -q " $VICTIM wrote $FKEY $FTOK" "$EVENTS" && fail "the late write of $VICTIM with token $FTOK was ACCEPTED: fencing is broken"; fail "$VICTIM did not try its late write"; }
+late_write() {
+    q "SELECT what FROM demo_log WHERE who = '$VICTIM' AND token = $FTOK AND what IN ('wrote', 'refused')" >"$WORK/late"
+    [ -s "$WORK/late" ]
+}
+wait_for 15 late_write || fail "$VICTIM did not try its late write"
+[ "$(cat "$WORK/late")" = refused ] ||
+    fail "the late write of $VICTIM with token $FTOK was ACCEPTED: fencing is broken"
 sleep 1.5
 touch "$WORK/stop"
 for p in "${WORKER_PIDS[@]}"; do wait "$p" || true; done
 WORKER_PIDS=()
+stop_printer
 [ -e "$WORK/failed" ] && fail "a worker hit an error (see above)"
 
 say "[4/4] Summary"
-read -r _ _ LTOK LWRITER LREL <"$WORK/refused.$VICTIM"
+read -r LTOK LWRITER LREL < <(q "SELECT r.cur_token, r.cur_writer, (u.what = 'released')
+                                   FROM demo_log r JOIN demo_log u USING (who, key, token)
+                                  WHERE r.who = '$VICTIM' AND r.token = $FTOK AND r.what = 'refused'
+                                    AND u.what IN ('released', 'unreleased')" | tr '|' ' ')
+[ "$LREL" = t ] && LREL=true || LREL=false
 echo "Final state of demo_resource and of dlock_locks (unexpired leases):"
 dlock_psql -c 'SELECT key, last_writer, last_token, writes FROM demo_resource ORDER BY key'
 dlock_psql -c 'SELECT key, holder, token, expires_at FROM dlock_locks ORDER BY key'
 
-echo "Per worker (from the workers' own log):"
-awk '{ w[$2]; c[$2 " " $3]++ }
-     END { for (x in w) printf "  %s: %d lease(s) granted, %d fenced write(s) accepted, %d refused (frozen), %d too late (slow machine), %d busy answer(s)\n",
-                                x, c[x " got"], c[x " wrote"], c[x " refused"], c[x " late"], c[x " busy"] }' "$EVENTS" | sort
-
-echo "Accepted writes per key:"
-MONO=yes
-for k in "${KEYS[@]}"; do
-    awk -v k="$k" '$3 == "wrote" && $4 == k { n++; if (!first) first = $5; last = $5 }
-                   END { printf "  %-9s %d writes, tokens from %s to %s\n", k ":", n, first, last }' "$EVENTS"
-    if ! awk -v k="$k" '$3 == "wrote" && $4 == k { if (seen && $5 + 0 <= last) bad = 1; last = $5 + 0; seen = 1 }
-                        END { exit bad }' "$EVENTS"; then
-        MONO=NO
-    fi
+echo "Per worker (from the demo's log):"
+for w in "${WORKERS[@]}"; do
+    q "SELECT format('  %s: %s lease(s) granted, %s fenced write(s) accepted, %s refused (frozen), %s too late (slow machine), %s busy answer(s)',
+                     '$w', count(*) FILTER (WHERE what = 'got'), count(*) FILTER (WHERE what = 'wrote'),
+                     count(*) FILTER (WHERE what = 'refused'), count(*) FILTER (WHERE what = 'late'),
+                     $(grep -c "^$w busy" "$EVENTS"))
+         FROM demo_log WHERE who = '$w'"
 done
+
+echo "Accepted writes per key (in commit order):"
+q "SELECT format('  %-9s %s writes, tokens from %s to %s', key || ':', count(*),
+                 (array_agg(token ORDER BY seq))[1], (array_agg(token ORDER BY seq DESC))[1])
+     FROM demo_log WHERE what = 'wrote' GROUP BY key ORDER BY key"
+MONO=$(q "SELECT CASE WHEN bool_and(prev IS NULL OR token > prev) THEN 'yes' ELSE 'NO' END
+            FROM (SELECT token, lag(token) OVER (PARTITION BY key ORDER BY seq) AS prev
+                    FROM demo_log WHERE what = 'wrote') w")
 
 cat <<EOF
 
