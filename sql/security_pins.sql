@@ -9,6 +9,8 @@
 -- is not on it, when a function on it still has the pin (a stale list), or
 -- when its C symbol is not the one the list names.  (t/092_no_search_path.pl
 -- checks the listed symbols' code for SPI and name look-ups.)
+-- A new function without the pin shows below as NOT LISTED: pin it, or
+-- list it in src/no_search_path.h (CONTRIBUTING.md, "Adding a function").
 --
 CREATE TEMP TABLE pin_list_lines (line text);
 \copy pin_list_lines FROM 'src/no_search_path.h' WITH (FORMAT csv, DELIMITER E'\x01', QUOTE E'\x02')
@@ -34,7 +36,10 @@ SELECT signature, symbol FROM pin_list ORDER BY signature;
 SELECT f.signature, f.symbol,
        CASE WHEN l.signature IS NOT NULL THEN 'listed in src/no_search_path.h'
             WHEN f.symbol = 'dlock_claim_sql' THEN 'the caller''s SQL, by design'
-            ELSE 'NOT LISTED: pin it or list it with its reason' END AS why
+            ELSE 'NOT LISTED: add SET search_path = pg_catalog, pg_temp to it, '
+                 'or (it runs no SQL and looks no name up) an entry with its '
+                 'reason in src/no_search_path.h (CONTRIBUTING.md, "Adding a function")'
+       END AS why
   FROM dlock_funcs f LEFT JOIN pin_list l USING (signature)
  WHERE NOT f.pinned
  ORDER BY f.signature;
