@@ -10,8 +10,10 @@
 # the README's Reference section, and every function and view has a comment.
 # Then the version strings of dlock.control, META.json, debian/changelog and
 # CHANGELOG.md agree, and META.json names the default version's full install
-# script.  Last, docs/design.md ("Where things are") names every file of
-# src/.
+# script.  Then docs/design.md ("Where things are") names every file of
+# src/.  Last, the README's size, the number and names of the functions
+# without a pinned search_path in README.md and docs/guarantees.md against
+# src/no_search_path.h, and the files CONTRIBUTING.md names.
 
 use strict;
 use warnings;
@@ -138,6 +140,57 @@ for my $f (@src)
 {
 	(my $base = $f) =~ s{.*/}{};
 	like($design, qr/(?<![\w.])\Q$base\E(?![\w])/, "docs/design.md names $f");
+}
+
+# README.md's size: it stays under 20 KB (a longer text goes to docs/)
+cmp_ok(-s 'README.md', '<', 20480, 'README.md is under 20,480 bytes');
+
+# the functions that run without a pinned search_path: the Security
+# bullets of README.md and docs/guarantees.md give their number and name
+# them as src/no_search_path.h lists them (issue 35)
+my @unpinned = slurp('src/no_search_path.h') =~ /^DLOCK_NO_SEARCH_PATH\("(\w+)\(/mg;
+cmp_ok(scalar(@unpinned), '>=', 1, 'src/no_search_path.h lists functions');
+my %numbers;
+@numbers{qw(one two three four five six seven eight nine ten eleven twelve
+	  thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty)} = (1 .. 20);
+my $want_names = join(' ', sort keys %{ { map { $_ => 1 } @unpinned } });
+for my $doc ('README.md', 'docs/guarantees.md')
+{
+	my ($bullet) = slurp($doc) =~ /^- \*\*Security\.\*\*(.*?)(?=^- \*\*|^#|\z)/ms;
+	my ($word, $list) = ($bullet // '') =~
+	  /\b(\w+) that run no SQL and look\s+no name up[^(]*\(([^()]*)\)/;
+	ok(defined $list, "$doc says which functions run without a pinned search_path");
+	is($numbers{ lc($word // '') } // $word, scalar(@unpinned),
+		"${doc}'s number of functions without a pinned search_path is src/no_search_path.h's");
+	my %named;
+	for my $n (($list // '') =~ /`((?:dlock)?_\w+)`(?!'s)/g)
+	{
+		$named{ $n =~ /^_/ ? "dlock$n" : $n } = 1;
+	}
+	is(join(' ', sort keys %named), $want_names,
+		"$doc names the functions src/no_search_path.h lists");
+}
+
+# CONTRIBUTING.md names files that exist (a path, or a file's name in one
+# of the tree's directories), and every test module t/*.pm
+my $contributing = slurp('CONTRIBUTING.md');
+my %mentioned;
+for my $t ($contributing =~ /`([^`\s]+)`/g, $contributing =~ /\]\(([^)\s#]+)/g)
+{
+	next if $t =~ m{NAME|NNN|Name|X\.Y|W\.V|[*<>]|\.\.\.|^https?:|^/};
+	next unless $t =~ m{/} || $t =~ /\.(?:c|h|sh|pl|pm|sql|md|spec|out|json|control|1)$/;
+	(my $path = $t) =~ s{/$}{};
+	$mentioned{$path} = 1;
+}
+cmp_ok(scalar(keys %mentioned), '>=', 20, 'CONTRIBUTING.md names files of the tree');
+for my $f (sort keys %mentioned)
+{
+	ok( (grep { -e $_ } $f, map { "$_/$f" } qw(src scripts t cli bench docs sql specs expected)),
+		"CONTRIBUTING.md names $f, which exists");
+}
+for my $m (sort glob('t/*.pm'))
+{
+	ok(index($contributing, "`$m`") >= 0, "CONTRIBUTING.md names the test module $m");
 }
 
 $node->stop;
