@@ -10,7 +10,7 @@
 # from README.md's Installation block (NN: the PostgreSQL major that release
 # ships):
 #   - from source: its packages, `make && make install`; then the server
-#     (postgresql-NN, the one you already run) and a check that the
+#     (postgresql-NN, the README's line after `make install`) and a check that the
 #     extension works: initdb, dlock preloaded, CREATE EXTENSION dlock, an
 #     acquire, a fenced write and a release;
 #   - make dist, in the same root: the packages it adds, `make dist` in a
