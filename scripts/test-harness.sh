@@ -15,9 +15,13 @@
 #
 # Then a run stopped with SIGTERM in the middle of t/990_hang.pl must end at
 # once and leave nothing.  After each run, no process it started may be alive
-# (they carry this script's tag in their environment).
+# (they carry this script's tag in their environment).  Last, a run of a
+# pg_regress test that has no expected output yet (sql/zz_harness_new.sql):
+# it runs against an empty one, fails, and the summary names the file its
+# output went to; that run, after one source file changed, recompiles that
+# file only (the runs share a build cache, DLOCK_BUILD_CACHE).
 #
-#   sudo bash scripts/test-harness.sh        (about three minutes; two builds)
+#   sudo bash scripts/test-harness.sh        (a few minutes; one full build)
 #
 # Prints `N passed, N failed` last; exits non-zero on a failure.
 set -uo pipefail
@@ -94,6 +98,10 @@ system('setsid sleep 987 >/dev/null 2>&1 &');
 ok(1, 'left a process that does not end');
 done_testing();
 EOF
+# a new pg_regress test without expected/zz_harness_new.out (the last run)
+echo "SELECT 'harness' || 42 AS new_test_output;" >"$W/src/sql/zz_harness_new.sql"
+# every run builds from the first one's build
+export DLOCK_BUILD_CACHE=$W/build-cache
 cat >"$W/src/t/993_short_orphan.pl" <<EOF
 $head
 system('setsid sleep 4 >/dev/null 2>&1 &');
@@ -156,6 +164,26 @@ check "SIGTERM ends the run within a minute (exit $rc)" '[ -n "$ended" ] && [ "$
 sleep 1
 left=$(dlock_tagged_pids "DLOCK_HARNESS_TAG=$TAG")
 check "no process of the stopped run is left (${left:-none})" '[ -z "$left" ]'
+
+# --- a new pg_regress test without its expected output, after a change ---
+echo "==> scripts/test.sh with regress:zz_harness_new (no expected output), src/views_sql.c changed"
+echo '/* changed by scripts/test-harness.sh */' >>"$W/src/src/views_sql.c"
+DLOCK_SRC=$W/src DLOCK_ONLY="regress:zz_harness_new" \
+    bash "$REPO/scripts/test.sh" >"$W/run3.log" 2>&1
+rc=$?
+L=$W/run3.log
+grep -E '^==> (build|built)|^  (FAIL|NOTE|NEW)|^[0-9]+ passed' "$L" | sed 's/^/    /'
+blog=$(sed -nE 's/.*compiler output in ([^)]*)\).*/\1/p' "$L" | head -n 1)
+compiled=$(grep -cE -- '-c -o src/[a-z_]+\.o ' "$blog" 2>/dev/null)
+check "the build started from the cache and compiled the changed file only ($compiled object(s))" \
+    "grep -q 'build cache .*: 1 file(s) differ from its build: src/views_sql.c' '$L' && [ '$compiled' = 1 ]"
+new_out=$(sed -nE 's/^  NEW: \[regress\] zz_harness_new has no expected\/zz_harness_new\.out; its output is ([^:]+): .*/\1/p' "$L")
+check "the run fails, as a test without expected output must (exit $rc)" \
+    "[ '$rc' -ne 0 ] && grep -qE '^0 passed, 1 failed$' '$L'"
+check "the summary names the file its output went to (${new_out:-none}), which holds it" \
+    "[ -n '$new_out' ] && grep -q 'harness42' '$new_out'"
+left=$(dlock_tagged_pids "DLOCK_HARNESS_TAG=$TAG")
+check "no process of the run is left (${left:-none})" '[ -z "$left" ]'
 
 echo "==> test-harness.sh: $((SECONDS - START)) s"
 echo "$PASS passed, $FAIL failed"

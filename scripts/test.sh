@@ -69,7 +69,8 @@
 #                          unset: the persistent one of the source tree (a git
 #                          work tree), /var/tmp/dlock-build-cache/NAME-KEY,
 #                          refreshed after every build without warnings, so a
-#                          run after another recompiles only what changed;
+#                          run after another recompiles only what changed
+#                          (about 10 MB each; rm -rf the directory to drop them);
 #                          empty: none, every run builds from scratch
 #
 # A pg_regress or isolation test without its expected output (a new
