@@ -56,6 +56,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
@@ -79,6 +80,7 @@
 #include "claim_key.h"
 #include "claim_hint.h"
 #include "claim_store.h"
+#include "claim_target.h"
 #include "compat.h"
 
 #define MOVE_CHUNK	500
@@ -126,27 +128,33 @@ ddl_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/*
+ * The root of relid's partition tree (relid itself when it is no
+ * partition, or no longer exists), a partition being detached counted in
+ * the tree it is leaving (dlock_claim_partition_ancestors).
+ */
 Oid
 dlock_claim_ddl_root_of(Oid relid)
 {
-	List	   *ancestors;
-	Oid			root;
+	List	   *ancestors = dlock_claim_partition_ancestors(relid);
+	Oid			root = ancestors == NIL ? relid : llast_oid(ancestors);
 
-	if (!get_rel_relispartition(relid))
-		return relid;
-	ancestors = get_partition_ancestors(relid);
-	root = llast_oid(ancestors);
 	list_free(ancestors);
 	return root;
 }
 
-/* the facts of table relid now, from the catalogs */
+/*
+ * The facts of table relid now, from the catalogs; f->exists is false
+ * when it does not exist (also when it was dropped while they were read:
+ * nothing here is locked).
+ */
 void
 dlock_claim_ddl_read_facts(Oid relid, KeyFacts *f)
 {
 	Oid			conoid;
 	Bitmapset  *cols;
-	Oid			collation;
+	HeapTuple	tup;
+	Form_pg_attribute att;
 
 	memset(f, 0, sizeof(KeyFacts));
 	f->relid = relid;
@@ -158,8 +166,19 @@ dlock_claim_ddl_read_facts(Oid relid, KeyFacts *f)
 	if (bms_num_members(cols) != 1)
 		return;
 	f->attnum = bms_singleton_member(cols) + FirstLowInvalidHeapAttributeNumber;
-	get_atttypetypmodcoll(relid, f->attnum, &f->type, &f->typmod, &collation);
-	strlcpy(f->attname, get_attname(relid, f->attnum, false), NAMEDATALEN);
+	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid),
+						  Int16GetDatum(f->attnum));
+	if (!HeapTupleIsValid(tup))
+	{
+		f->exists = false;
+		f->attnum = 0;
+		return;
+	}
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	f->type = att->atttypid;
+	f->typmod = att->atttypmod;
+	strlcpy(f->attname, NameStr(att->attname), NAMEDATALEN);
+	ReleaseSysCache(tup);
 }
 
 /*
@@ -349,35 +368,59 @@ claims_follow_detach(Oid root, Oid part)
 }
 
 /*
- * Every table with claim rows that is a partition now (ATTACH PARTITION
- * made it one, or made its tree part of another) moves its claims to its
- * root.
+ * The claims of relid, a partition now, move to its root.  One probe of
+ * dlock.claim's primary key when it has none.
  */
 static void
-claims_follow_attach(void)
+claims_move_to_root(Oid relid)
 {
 	DlockSpi	spi;
-	Oid		   *relids;
-	int			n;
+	Oid			root = dlock_claim_ddl_root_of(relid);
+	text	  **keys;
+	text	  **fulls;
+	int			nkeys;
 
+	if (root == relid)
+		return;
 	dlock_spi_begin(&spi);
-	n = (int) dlock_claim_store_relids(&relids);
-	for (int i = 0; i < n; i++)
+	nkeys = (int) dlock_claim_store_keys_of(relid, &keys, &fulls);
+	if (nkeys > 0)
 	{
-		Oid			root;
-		text	  **keys;
-		text	  **fulls;
-		int			nkeys;
-
-		CHECK_FOR_INTERRUPTS();
-		if (get_rel_relkind(relids[i]) == '\0' ||
-			(root = dlock_claim_ddl_root_of(relids[i])) == relids[i])
-			continue;
-		nkeys = (int) dlock_claim_store_keys_of(relids[i], &keys, &fulls);
-		(void) move_claims(relids[i], root, keys, nkeys);
+		(void) move_claims(relid, root, keys, nkeys);
 		dlock_claim_returns_bump();
 	}
 	dlock_spi_end(&spi);
+}
+
+/*
+ * ATTACH PARTITION made a table a partition, and the partitions of its
+ * tree partitions of another: the claims of each of them (the table's own,
+ * and any that a member of its tree kept) move to the new root.  Only the
+ * trees of the tables the statement named as partitions are looked at,
+ * one probe of the claims a table: what ALTER TABLE costs does not depend
+ * on how many other tables have claims.
+ */
+static void
+claims_follow_attach(Before *b)
+{
+	for (int i = 0; i < b->n; i++)
+	{
+		Candidate  *p = &b->cands[i];
+		List	   *tree;
+		ListCell   *lc;
+
+		if (!p->partition || !get_rel_relispartition(p->relid))
+			continue;
+		/* the statement holds the locks of the tree it attached */
+		tree = find_all_inheritors(p->relid, NoLock, NULL);
+		foreach(lc, tree)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (get_rel_relkind(lfirst_oid(lc)) != '\0')
+				claims_move_to_root(lfirst_oid(lc));
+		}
+		list_free(tree);
+	}
 }
 
 /* Forget every claim of table relid: its keys no longer name its rows. */
@@ -509,7 +552,7 @@ dlock_claim_ddl_end(Node *parsetree)
 			  key_retyped_using(cmds, ncmds, c->relid, before->attname))))
 			dlock_claim_ddl_forget(now.relid);
 	}
-	claims_follow_attach();
+	claims_follow_attach(b);
 	pfree(b->cands);
 	pfree(b);
 }
