@@ -100,6 +100,7 @@ typedef struct Candidate
 typedef struct Before
 {
 	Node	   *parsetree;
+	SubTransactionId subid;		/* the subtransaction that ran its start */
 	int			n;
 	Candidate  *cands;
 	struct Before *next;
@@ -109,16 +110,13 @@ static Before *befores = NULL;	/* innermost statement first */
 static bool xact_callback_registered = false;
 
 /*
- * A statement that failed never sees its ddl_command_end.  (One that
- * commits in the middle, DETACH PARTITION ... CONCURRENTLY, does: what its
- * start found is kept through that commit.)
+ * Forget what the starts of statements run in subtransaction subid or
+ * later found (all of them: InvalidSubTransactionId).
  */
 static void
-ddl_xact_callback(XactEvent event, void *arg)
+forget_befores(SubTransactionId subid)
 {
-	if (event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT)
-		return;
-	while (befores)
+	while (befores && befores->subid >= subid)
 	{
 		Before	   *b = befores;
 
@@ -126,6 +124,32 @@ ddl_xact_callback(XactEvent event, void *arg)
 		pfree(b->cands);
 		pfree(b);
 	}
+}
+
+/*
+ * A statement that failed never sees its ddl_command_end.  (One that
+ * commits in the middle, DETACH PARTITION ... CONCURRENTLY, does: what its
+ * start found is kept through that commit.)
+ */
+static void
+ddl_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		forget_befores(InvalidSubTransactionId);
+}
+
+/*
+ * Nor does one that failed in a subtransaction (a savepoint, a PL/pgSQL
+ * exception block) whose transaction goes on: what its start found would
+ * otherwise be kept to the end of the session.  The statements of
+ * subtransactions started later are inner ones, and their starts later.
+ */
+static void
+ddl_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		forget_befores(mySubid);
 }
 
 /*
@@ -260,11 +284,13 @@ dlock_claim_ddl_start(Node *parsetree)
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(ddl_xact_callback, NULL);
+		RegisterSubXactCallback(ddl_subxact_callback, NULL);
 		xact_callback_registered = true;
 	}
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	b = palloc0(sizeof(Before));
 	b->parsetree = parsetree;
+	b->subid = GetCurrentSubTransactionId();
 	b->n = list_length(cands);
 	b->cands = palloc(sizeof(Candidate) * b->n);
 	MemoryContextSwitchTo(old);
@@ -437,16 +463,18 @@ dlock_claim_ddl_forget(Oid relid)
 
 /*
  * The commands of the statement just run (pg_event_trigger_ddl_commands());
- * returns how many, in *cmds (in the current memory context).
+ * returns how many, in *cmds (in the current memory context).  Read as
+ * dlock's owner: the trigger needs no privilege of the role running the
+ * DDL.
  */
 static int
 collected_commands(CollectedCommand ***cmds)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	DlockSpi	spi;
 	int			n;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	dlock_spi_begin(&spi);
 	if (SPI_execute("SELECT command FROM pg_catalog.pg_event_trigger_ddl_commands()",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pg_event_trigger_ddl_commands() failed");
@@ -460,8 +488,7 @@ collected_commands(CollectedCommand ***cmds)
 			DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[i],
 										  SPI_tuptable->tupdesc, 1, &isnull));
 	}
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
+	dlock_spi_end(&spi);
 	return n;
 }
 
