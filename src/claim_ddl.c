@@ -16,7 +16,15 @@
  *	  tree (whose fences are then false: the rows are not in it);
  *  - ATTACH PARTITION puts a tree into another: its claims move to the new
  *	  root, in place of any the new root kept for those keys (rows deleted
- *	  long ago: a key is in one partition only);
+ *	  long ago: a key is in one partition only).  Only the tables of the
+ *	  trees the statement attached are looked at, one probe of the claims
+ *	  each: what ALTER TABLE costs does not grow with the tables that have
+ *	  claims;
+ *  - a partition whose DETACH PARTITION ... CONCURRENTLY is pending (its
+ *	  second transaction running, or cancelled until ... FINALIZE) is still
+ *	  in its tree: its claims stay keyed by the old root until the detach's
+ *	  (or FINALIZE's) ddl_command_end moves them
+ *	  (dlock_claim_partition_ancestors);
  *  - ALTER TYPE ... RENAME VALUE of an enum label renames the claim keys of
  *	  the tables keyed by that enum (claim_ddl_type.c);
  *  - a change of the primary key's column, type or type modifier, dropping
@@ -43,6 +51,12 @@
  * ALTER TYPE: the tables whose primary key type contains the enum are
  * locked (ExclusiveLock, with their partitions) before their claims are
  * read.  Moves take the key locks of both keys, a chunk at a time.
+ *
+ * The ddl_command_start trigger runs before PostgreSQL checks the caller's
+ * rights on the tables: it only reads catalogs (nothing is locked, nothing
+ * reported, a table dropped meanwhile is skipped), and what it notes is
+ * forgotten when the statement's subtransaction aborts.  The triggers'
+ * queries run as dlock's owner: they need no privilege of the caller.
  *
  * Event triggers do not fire in single-user mode, for a role with
  * session_replication_role = replica, or when disabled by a superuser; DDL
