@@ -83,6 +83,16 @@ SET ROLE regress_dlock_adm_user;
 SELECT pg_temp.user_ddl('d') AS table_owner_changed;
 RESET ROLE;
 
+-- schema dlock renamed: ALTER TABLE fails (claims cannot be followed), saying why
+CREATE TABLE adm_r (id int PRIMARY KEY);
+ALTER SCHEMA dlock RENAME TO dlock_renamed;
+\set VERBOSITY default
+ALTER TABLE adm_r ADD COLUMN v int;
+\set VERBOSITY terse
+ALTER SCHEMA dlock_renamed RENAME TO dlock;
+ALTER TABLE adm_r ADD COLUMN v int;
+DROP TABLE adm_r;
+
 SELECT count(*) AS claim_rows_left FROM dlock.claim
  WHERE NOT EXISTS (SELECT FROM pg_class r WHERE r.oid = relid);
 \c contrib_regression

@@ -90,12 +90,15 @@ dlock_schema_owner(void)
 	if (OidIsValid(owner_kept))
 		return owner_kept;
 	nsp = get_namespace_oid(DLOCK_SCHEMA, true);
+	owner = extension_owner();
 	if (!OidIsValid(nsp))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("schema \"%s\" of extension dlock does not exist", DLOCK_SCHEMA),
+				 OidIsValid(owner) ?
+				 errhint("The extension is installed but its schema was renamed; rename it back to \"%s\".",
+						 DLOCK_SCHEMA) :
 				 errhint("Run CREATE EXTENSION dlock in this database.")));
-	owner = extension_owner();
 	if (!OidIsValid(owner))
 	{
 		tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));

@@ -56,9 +56,12 @@ type_contains(Oid type, Oid part, int depth)
 			return type_contains(get_multirange_range(type), part, depth + 1);
 		case TYPTYPE_COMPOSITE:
 			{
-				TupleDesc	td = lookup_rowtype_tupdesc(type, -1);
+				/* NULL: dropped meanwhile (its table is not locked yet) */
+				TupleDesc	td = lookup_rowtype_tupdesc_noerror(type, -1, true);
 				bool		found = false;
 
+				if (td == NULL)
+					return false;
 				for (int i = 0; i < td->natts && !found; i++)
 				{
 					Form_pg_attribute att = TupleDescAttr(td, i);
