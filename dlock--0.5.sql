@@ -26,8 +26,9 @@
 -- =====================================================================
 
 -- Nothing in schema dlock is granted to anyone: dlock's C code reads and
--- writes its tables as the owner of schema dlock, and decides itself what
--- a caller may do and see.
+-- writes its tables as the owner of the extension (who owns them, whoever
+-- schema dlock is given to later), and decides itself what a caller may do
+-- and see.
 CREATE SCHEMA dlock;
 REVOKE ALL ON SCHEMA dlock FROM PUBLIC;
 COMMENT ON SCHEMA dlock IS 'internal storage of the dlock extension; use the dlock_* functions and views';
@@ -344,16 +345,20 @@ COMMENT ON FUNCTION dlock_reset_claims(regclass, anyarray) IS
 -- labels renamed; a table whose primary key changes what it names (another
 -- column or type, ALTER COLUMN ... TYPE ... USING) forgets its claims; a
 -- dropped table's claims go with it (claim_ddl.c, claim_ddl_type.c).  The
--- triggers run as the user who runs the DDL; dlock's own queries run as
--- dlock's owner.  The end trigger reads the claims while the statement
--- holds its locks, so no claim of the table escapes it.
+-- triggers run as the user who runs the DDL; dlock's own queries (and its
+-- reads of pg_event_trigger_ddl_commands()) run as dlock's owner, so they
+-- need no privilege of that user.  The start trigger, which runs before
+-- PostgreSQL checks the user's rights, only reads catalogs.  The end
+-- trigger reads the claims while the statement holds its locks, so no
+-- claim of the table escapes it, and only those of the tables the
+-- statement attached or detached.
 CREATE FUNCTION dlock_claim_ddl_start()
 RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'dlock_claim_ddl_start_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claim_ddl_start() IS
-'event trigger (ddl_command_start of ALTER TABLE): notes what names the rows of every table with claims';
+'event trigger (ddl_command_start of ALTER TABLE): notes what names the rows of the tables the statement can name';
 
 CREATE FUNCTION dlock_claim_ddl_end()
 RETURNS event_trigger

@@ -123,7 +123,7 @@ hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock
 hints-outlive-rollback@src/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_PREPARE))@regress:claim_ranges isolation:claim_hint_shared
 hints-outlive-prepare@src/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_ABORT))@tap:075_two_phase
 no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
-no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
+no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
 hints-outlive-savepoint@src/claim_hint.c@\tif (event == SUBXACT_EVENT_ABORT_SUB && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared
 hints-published-at-end-only@src/claim_unheld.c@\tif (a->nlead % 128 == 0)@\tif (false)@isolation:claim_hint_shared
 views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0, 0);@isolation:views_latest isolation:time_at_once
@@ -214,6 +214,17 @@ multi-no-undo@src/lease_multi.c@\telse\n\t\tRollbackAndReleaseCurrentSubTransact
 multi-deadline-per-key@src/lease_multi.c@left = Max(deadline - GetCurrentTimestamp(), 0);@left = wait_us;@isolation:multi_fifo
 multi-no-renew-at-end@src/lease_multi.c@\tif (wait_us > 0)\n\t{\n\t\tfor@\tif (false)\n\t{\n\t\tfor@regress:lease_multi
 multi-error-keeps-subxact@src/lease_multi.c@\t\tFlushErrorState();\n\t\tRollbackAndReleaseCurrentSubTransaction();@\t\tFlushErrorState();@regress:lease_multi
+# claims through DDL: pending detaches, what DDL costs, dlock's objects changed by an administrator (issue 35), long keys and deep trees (issue 36)
+ddl-root-stops-at-pending-detach@src/claim_ddl.c@\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
+target-root-stops-at-pending-detach@src/claim_target.c@\t\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\t\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
+ddl-walks-every-claim-table@src/claim_ddl.c@\tclaims_follow_attach(b);@\t{\n\t\tDlockSpi\tspi;\n\t\tOid\t\t   *all;\n\n\t\tdlock_spi_begin(&spi);\n\t\t(void) dlock_claim_store_relids(&all);\n\t\tdlock_spi_end(&spi);\n\t}\n\tclaims_follow_attach(b);@regress:claim_ddl_cost
+ddl-start-kept-after-subxact-abort@src/claim_ddl.c@\t\tRegisterSubXactCallback(ddl_subxact_callback, NULL);@\t\t(void) ddl_subxact_callback;@regress:claim_ddl_cost
+internal-role-is-schema-owner@src/base_spi.c@\towner = extension_owner();@\towner = InvalidOid;@regress:claim_ddl_admin
+ddl-commands-read-as-caller@src/claim_ddl.c@\tdlock_spi_begin(&spi);\n\tif (SPI_execute(@\tdlock_spi_begin(&spi);\n\tdlock_spi_as_caller(&spi);\n\tif (SPI_execute(@regress:claim_ddl_admin
+ddl-long-key-detach-by-digest@src/claim_ddl.c@dlock_claim_key_in(t, part, fulls[i])@dlock_claim_key_in(t, part, keys[i])@regress:claim_ddl_deep
+ddl-long-key-attach-by-text@src/claim_ddl.c@\t\t(void) move_claims(relid, root, keys, nkeys);@\t\t(void) move_claims(relid, root, fulls, nkeys);@regress:claim_ddl_deep
+ddl-root-is-parent@src/claim_ddl.c@root = ancestors == NIL ? relid : llast_oid(ancestors);@root = ancestors == NIL ? relid : linitial_oid(ancestors);@regress:claim_ddl_deep
+target-root-is-parent@src/claim_target.c@\t\t\tt->claim_relid = llast_oid(ancestors);@\t\t\tt->claim_relid = linitial_oid(ancestors);@regress:claim_ddl_deep
 EOF
 )
 

@@ -26,35 +26,93 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/genam.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "base_spi.h"
 #include "base_limits.h"
 
-/* owner of dlock's internal schema */
+static Oid	owner_kept = InvalidOid;	/* dlock_schema_owner(), or none */
+static bool owner_callback_registered = false;
+
+/* any change of a schema (schema dlock dropped, its owner changed) */
+static void
+owner_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	owner_kept = InvalidOid;
+}
+
+/* the owner of extension dlock, InvalidOid if there is none */
+static Oid
+extension_owner(void)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("dlock"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+/*
+ * The owner of dlock's objects, whom its internal queries run as: the
+ * owner of the extension (the superuser who created it, and its tables),
+ * not the owner of schema dlock, which an administrator may change (ALTER
+ * SCHEMA dlock OWNER TO a role with no right on dlock's tables would
+ * otherwise make every claim call, and every other role's ALTER TABLE and
+ * DROP TABLE, fail).  Kept until a schema changes.
+ */
 Oid
 dlock_schema_owner(void)
 {
-	Oid			nsp = get_namespace_oid(DLOCK_SCHEMA, true);
+	Oid			nsp;
 	HeapTuple	tup;
 	Oid			owner;
 
+	if (OidIsValid(owner_kept))
+		return owner_kept;
+	nsp = get_namespace_oid(DLOCK_SCHEMA, true);
+	owner = extension_owner();
 	if (!OidIsValid(nsp))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("schema \"%s\" of extension dlock does not exist", DLOCK_SCHEMA),
+				 OidIsValid(owner) ?
+				 errhint("The extension is installed but its schema was renamed; rename it back to \"%s\".",
+						 DLOCK_SCHEMA) :
 				 errhint("Run CREATE EXTENSION dlock in this database.")));
-	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for namespace %u", nsp);
-	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
-	ReleaseSysCache(tup);
+	if (!OidIsValid(owner))
+	{
+		tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for namespace %u", nsp);
+		owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+		ReleaseSysCache(tup);
+	}
+	if (!owner_callback_registered)
+	{
+		CacheRegisterSyscacheCallback(NAMESPACEOID, owner_inval, (Datum) 0);
+		owner_callback_registered = true;
+	}
+	owner_kept = owner;
 	return owner;
 }
 

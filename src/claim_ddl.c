@@ -16,7 +16,15 @@
  *	  tree (whose fences are then false: the rows are not in it);
  *  - ATTACH PARTITION puts a tree into another: its claims move to the new
  *	  root, in place of any the new root kept for those keys (rows deleted
- *	  long ago: a key is in one partition only);
+ *	  long ago: a key is in one partition only).  Only the tables of the
+ *	  trees the statement attached are looked at, one probe of the claims
+ *	  each: what ALTER TABLE costs does not grow with the tables that have
+ *	  claims;
+ *  - a partition whose DETACH PARTITION ... CONCURRENTLY is pending (its
+ *	  second transaction running, or cancelled until ... FINALIZE) is still
+ *	  in its tree: its claims stay keyed by the old root until the detach's
+ *	  (or FINALIZE's) ddl_command_end moves them
+ *	  (dlock_claim_partition_ancestors);
  *  - ALTER TYPE ... RENAME VALUE of an enum label renames the claim keys of
  *	  the tables keyed by that enum (claim_ddl_type.c);
  *  - a change of the primary key's column, type or type modifier, dropping
@@ -44,6 +52,12 @@
  * locked (ExclusiveLock, with their partitions) before their claims are
  * read.  Moves take the key locks of both keys, a chunk at a time.
  *
+ * The ddl_command_start trigger runs before PostgreSQL checks the caller's
+ * rights on the tables: it only reads catalogs (nothing is locked, nothing
+ * reported, a table dropped meanwhile is skipped), and what it notes is
+ * forgotten when the statement's subtransaction aborts.  The triggers'
+ * queries run as dlock's owner: they need no privilege of the caller.
+ *
  * Event triggers do not fire in single-user mode, for a role with
  * session_replication_role = replica, or when disabled by a superuser; DDL
  * run so is not followed.
@@ -56,6 +70,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
@@ -79,6 +94,7 @@
 #include "claim_key.h"
 #include "claim_hint.h"
 #include "claim_store.h"
+#include "claim_target.h"
 #include "compat.h"
 
 #define MOVE_CHUNK	500
@@ -98,6 +114,7 @@ typedef struct Candidate
 typedef struct Before
 {
 	Node	   *parsetree;
+	SubTransactionId subid;		/* the subtransaction that ran its start */
 	int			n;
 	Candidate  *cands;
 	struct Before *next;
@@ -107,16 +124,13 @@ static Before *befores = NULL;	/* innermost statement first */
 static bool xact_callback_registered = false;
 
 /*
- * A statement that failed never sees its ddl_command_end.  (One that
- * commits in the middle, DETACH PARTITION ... CONCURRENTLY, does: what its
- * start found is kept through that commit.)
+ * Forget what the starts of statements run in subtransaction subid or
+ * later found (all of them: InvalidSubTransactionId).
  */
 static void
-ddl_xact_callback(XactEvent event, void *arg)
+forget_befores(SubTransactionId subid)
 {
-	if (event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT)
-		return;
-	while (befores)
+	while (befores && befores->subid >= subid)
 	{
 		Before	   *b = befores;
 
@@ -126,27 +140,59 @@ ddl_xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/*
+ * A statement that failed never sees its ddl_command_end.  (One that
+ * commits in the middle, DETACH PARTITION ... CONCURRENTLY, does: what its
+ * start found is kept through that commit.)
+ */
+static void
+ddl_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		forget_befores(InvalidSubTransactionId);
+}
+
+/*
+ * Nor does one that failed in a subtransaction (a savepoint, a PL/pgSQL
+ * exception block) whose transaction goes on: what its start found would
+ * otherwise be kept to the end of the session.  The statements of
+ * subtransactions started later are inner ones, and their starts later.
+ */
+static void
+ddl_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		forget_befores(mySubid);
+}
+
+/*
+ * The root of relid's partition tree (relid itself when it is no
+ * partition, or no longer exists), a partition being detached counted in
+ * the tree it is leaving (dlock_claim_partition_ancestors).
+ */
 Oid
 dlock_claim_ddl_root_of(Oid relid)
 {
-	List	   *ancestors;
-	Oid			root;
+	List	   *ancestors = dlock_claim_partition_ancestors(relid);
+	Oid			root = ancestors == NIL ? relid : llast_oid(ancestors);
 
-	if (!get_rel_relispartition(relid))
-		return relid;
-	ancestors = get_partition_ancestors(relid);
-	root = llast_oid(ancestors);
 	list_free(ancestors);
 	return root;
 }
 
-/* the facts of table relid now, from the catalogs */
+/*
+ * The facts of table relid now, from the catalogs; f->exists is false
+ * when it does not exist (also when it was dropped while they were read:
+ * nothing here is locked).
+ */
 void
 dlock_claim_ddl_read_facts(Oid relid, KeyFacts *f)
 {
 	Oid			conoid;
 	Bitmapset  *cols;
-	Oid			collation;
+	HeapTuple	tup;
+	Form_pg_attribute att;
 
 	memset(f, 0, sizeof(KeyFacts));
 	f->relid = relid;
@@ -158,8 +204,19 @@ dlock_claim_ddl_read_facts(Oid relid, KeyFacts *f)
 	if (bms_num_members(cols) != 1)
 		return;
 	f->attnum = bms_singleton_member(cols) + FirstLowInvalidHeapAttributeNumber;
-	get_atttypetypmodcoll(relid, f->attnum, &f->type, &f->typmod, &collation);
-	strlcpy(f->attname, get_attname(relid, f->attnum, false), NAMEDATALEN);
+	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid),
+						  Int16GetDatum(f->attnum));
+	if (!HeapTupleIsValid(tup))
+	{
+		f->exists = false;
+		f->attnum = 0;
+		return;
+	}
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	f->type = att->atttypid;
+	f->typmod = att->atttypmod;
+	strlcpy(f->attname, NameStr(att->attname), NAMEDATALEN);
+	ReleaseSysCache(tup);
 }
 
 /*
@@ -241,11 +298,13 @@ dlock_claim_ddl_start(Node *parsetree)
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(ddl_xact_callback, NULL);
+		RegisterSubXactCallback(ddl_subxact_callback, NULL);
 		xact_callback_registered = true;
 	}
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	b = palloc0(sizeof(Before));
 	b->parsetree = parsetree;
+	b->subid = GetCurrentSubTransactionId();
 	b->n = list_length(cands);
 	b->cands = palloc(sizeof(Candidate) * b->n);
 	MemoryContextSwitchTo(old);
@@ -349,35 +408,59 @@ claims_follow_detach(Oid root, Oid part)
 }
 
 /*
- * Every table with claim rows that is a partition now (ATTACH PARTITION
- * made it one, or made its tree part of another) moves its claims to its
- * root.
+ * The claims of relid, a partition now, move to its root.  One probe of
+ * dlock.claim's primary key when it has none.
  */
 static void
-claims_follow_attach(void)
+claims_move_to_root(Oid relid)
 {
 	DlockSpi	spi;
-	Oid		   *relids;
-	int			n;
+	Oid			root = dlock_claim_ddl_root_of(relid);
+	text	  **keys;
+	text	  **fulls;
+	int			nkeys;
 
+	if (root == relid)
+		return;
 	dlock_spi_begin(&spi);
-	n = (int) dlock_claim_store_relids(&relids);
-	for (int i = 0; i < n; i++)
+	nkeys = (int) dlock_claim_store_keys_of(relid, &keys, &fulls);
+	if (nkeys > 0)
 	{
-		Oid			root;
-		text	  **keys;
-		text	  **fulls;
-		int			nkeys;
-
-		CHECK_FOR_INTERRUPTS();
-		if (get_rel_relkind(relids[i]) == '\0' ||
-			(root = dlock_claim_ddl_root_of(relids[i])) == relids[i])
-			continue;
-		nkeys = (int) dlock_claim_store_keys_of(relids[i], &keys, &fulls);
-		(void) move_claims(relids[i], root, keys, nkeys);
+		(void) move_claims(relid, root, keys, nkeys);
 		dlock_claim_returns_bump();
 	}
 	dlock_spi_end(&spi);
+}
+
+/*
+ * ATTACH PARTITION made a table a partition, and the partitions of its
+ * tree partitions of another: the claims of each of them (the table's own,
+ * and any that a member of its tree kept) move to the new root.  Only the
+ * trees of the tables the statement named as partitions are looked at,
+ * one probe of the claims a table: what ALTER TABLE costs does not depend
+ * on how many other tables have claims.
+ */
+static void
+claims_follow_attach(Before *b)
+{
+	for (int i = 0; i < b->n; i++)
+	{
+		Candidate  *p = &b->cands[i];
+		List	   *tree;
+		ListCell   *lc;
+
+		if (!p->partition || !get_rel_relispartition(p->relid))
+			continue;
+		/* the statement holds the locks of the tree it attached */
+		tree = find_all_inheritors(p->relid, NoLock, NULL);
+		foreach(lc, tree)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (get_rel_relkind(lfirst_oid(lc)) != '\0')
+				claims_move_to_root(lfirst_oid(lc));
+		}
+		list_free(tree);
+	}
 }
 
 /* Forget every claim of table relid: its keys no longer name its rows. */
@@ -394,16 +477,18 @@ dlock_claim_ddl_forget(Oid relid)
 
 /*
  * The commands of the statement just run (pg_event_trigger_ddl_commands());
- * returns how many, in *cmds (in the current memory context).
+ * returns how many, in *cmds (in the current memory context).  Read as
+ * dlock's owner: the trigger needs no privilege of the role running the
+ * DDL.
  */
 static int
 collected_commands(CollectedCommand ***cmds)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	DlockSpi	spi;
 	int			n;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	dlock_spi_begin(&spi);
 	if (SPI_execute("SELECT command FROM pg_catalog.pg_event_trigger_ddl_commands()",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pg_event_trigger_ddl_commands() failed");
@@ -417,8 +502,7 @@ collected_commands(CollectedCommand ***cmds)
 			DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[i],
 										  SPI_tuptable->tupdesc, 1, &isnull));
 	}
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
+	dlock_spi_end(&spi);
 	return n;
 }
 
@@ -509,7 +593,7 @@ dlock_claim_ddl_end(Node *parsetree)
 			  key_retyped_using(cmds, ncmds, c->relid, before->attname))))
 			dlock_claim_ddl_forget(now.relid);
 	}
-	claims_follow_attach();
+	claims_follow_attach(b);
 	pfree(b->cands);
 	pfree(b);
 }

@@ -56,9 +56,12 @@ type_contains(Oid type, Oid part, int depth)
 			return type_contains(get_multirange_range(type), part, depth + 1);
 		case TYPTYPE_COMPOSITE:
 			{
-				TupleDesc	td = lookup_rowtype_tupdesc(type, -1);
+				/* NULL: dropped meanwhile (its table is not locked yet) */
+				TupleDesc	td = lookup_rowtype_tupdesc_noerror(type, -1, true);
 				bool		found = false;
 
+				if (td == NULL)
+					return false;
 				for (int i = 0; i < td->natts && !found; i++)
 				{
 					Form_pg_attribute att = TupleDescAttr(td, i);
@@ -76,15 +79,20 @@ type_contains(Oid type, Oid part, int depth)
 	}
 }
 
-/* the first column of a query run as the caller, as oids */
+/*
+ * The first column of a query of the catalogs, as oids.  Run as dlock's
+ * owner: the event triggers need no privilege of the role running the DDL
+ * (an administrator may have revoked EXECUTE on
+ * pg_event_trigger_dropped_objects() from PUBLIC, say).
+ */
 static int
 oid_query(const char *sql, Oid **oids)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	DlockSpi	spi;
 	int			n;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	dlock_spi_begin(&spi);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "dlock query failed: %s", sql);
 	n = (int) SPI_processed;
@@ -97,8 +105,7 @@ oid_query(const char *sql, Oid **oids)
 													SPI_tuptable->tupdesc, 1,
 													&isnull));
 	}
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
+	dlock_spi_end(&spi);
 	return n;
 }
 
@@ -170,13 +177,16 @@ dlock_claim_ddl_dropped(void)
 	int			n;
 	DlockSpi	spi;
 
+	/* DROP EXTENSION dlock (or DROP SCHEMA dlock CASCADE) */
+	if (!OidIsValid(get_relname_relid("claim",
+									  get_namespace_oid(DLOCK_SCHEMA, true))))
+		return;
 	n = oid_query("SELECT objid FROM pg_catalog.pg_event_trigger_dropped_objects()"
 				  " WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
 				  "   AND objsubid OPERATOR(pg_catalog.=) 0"
 				  "   AND object_type IN ('table', 'partitioned table')",
 				  &relids);
-	if (n == 0 || !OidIsValid(get_relname_relid("claim",
-												 get_namespace_oid(DLOCK_SCHEMA, true))))
+	if (n == 0)
 		return;
 	dlock_spi_begin(&spi);
 	(void) dlock_claim_store_forget(relids, n);

@@ -29,6 +29,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/indexing.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_operator.h"
@@ -41,6 +42,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -55,6 +57,8 @@
 #include "base_keylock.h"
 #include "claim_target.h"
 #include "compat.h"
+
+static void check_access(Oid relid, const char *fn);
 
 static List *targets = NIL;		/* of ClaimTarget *, in CacheMemoryContext */
 static bool callback_registered = false;
@@ -179,6 +183,66 @@ qualified_operator(ClaimTarget *t, Oid opno)
 				 NameStr(op->oprname));
 	ReleaseSysCache(tup);
 	return s;
+}
+
+/*
+ * The partition parent of relid, from pg_inherits (inh, open), also while
+ * relid is being detached from it (DETACH PARTITION ... CONCURRENTLY that
+ * is running, or was cancelled or failed in its second transaction: only
+ * ... FINALIZE ends it); InvalidOid when relid has none (it was detached,
+ * or dropped, meanwhile).
+ */
+static Oid
+partition_parent(Relation inh, Oid relid)
+{
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			parent = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(inh, InheritsRelidSeqnoIndexId, true,
+							  NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		parent = ((Form_pg_inherits) GETSTRUCT(tup))->inhparent;
+	systable_endscan(scan);
+	return parent;
+}
+
+/*
+ * The partition ancestors of relid, its root last; NIL when relid is no
+ * partition (or no longer exists).  Unlike get_partition_ancestors(),
+ * which stops below a partition being detached (and so returns NIL for
+ * that partition itself), a pending DETACH ... CONCURRENTLY counts as not
+ * done yet: the claims of the partition's rows stay keyed by its tree's
+ * root until the detach ends, and the detach's ddl_command_end moves them
+ * (claim_ddl.c).  Only catalogs are read; nothing is locked but
+ * pg_inherits, as any catalog lookup does.
+ */
+List *
+dlock_claim_partition_ancestors(Oid relid)
+{
+	List	   *ancestors = NIL;
+	Relation	inh;
+	Oid			cur = relid;
+
+	if (!get_rel_relispartition(relid))
+		return NIL;
+	inh = table_open(InheritsRelationId, AccessShareLock);
+	while (get_rel_relispartition(cur))
+	{
+		Oid			parent = partition_parent(inh, cur);
+
+		CHECK_FOR_INTERRUPTS();
+		if (!OidIsValid(parent) || parent == relid ||
+			list_member_oid(ancestors, parent))
+			break;
+		ancestors = lappend_oid(ancestors, parent);
+		cur = parent;
+	}
+	table_close(inh, AccessShareLock);
+	return ancestors;
 }
 
 /* relid's relkind, if rows can be claimed from it (a table) */
@@ -321,7 +385,13 @@ build_target(Oid relid)
 	ClaimTarget *t;
 	MemoryContext old;
 
-	rel = relation_open(relid, AccessShareLock);
+	/* dropped after its name or OID was read: as if it never existed */
+	rel = try_relation_open(relid, AccessShareLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid),
+				 errdetail("It was dropped while the call waited for its lock.")));
 	idx = open_primary_key(rel);
 
 	old = MemoryContextSwitchTo(CacheMemoryContext);
@@ -335,20 +405,21 @@ build_target(Oid relid)
 	 * is read with ONLY: its children are tables of their own.)
 	 */
 	t->generation = next_generation++;
+	t->claim_relid = relid;
 	if (rel->rd_rel->relispartition)
 	{
-		List	   *ancestors = get_partition_ancestors(relid);
+		List	   *ancestors = dlock_claim_partition_ancestors(relid);
 		int			i = 0;
 		ListCell   *lc;
 
-		t->claim_relid = llast_oid(ancestors);
+		if (ancestors != NIL)
+			t->claim_relid = llast_oid(ancestors);
 		t->nancestors = list_length(ancestors);
-		t->ancestors = palloc(sizeof(Oid) * t->nancestors);
+		t->ancestors = palloc(sizeof(Oid) * Max(t->nancestors, 1));
 		foreach(lc, ancestors)
 			t->ancestors[i++] = lfirst_oid(lc);
+		list_free(ancestors);
 	}
-	else
-		t->claim_relid = relid;
 	t->rowtype = rel->rd_rel->reltype;
 	add_dep(t, NAMESPACEOID, RelationGetNamespace(rel));
 	add_dep(t, TYPEOID, t->rowtype);
@@ -410,11 +481,12 @@ dlock_claim_target_for_rel(Oid relid, const char *fn)
 	ClaimTarget *t;
 
 	AcceptInvalidationMessages();
+	/* a role that cannot touch the table learns nothing more of it */
+	if (fn)
+		check_access(relid, fn);
 	for (;;)
 	{
 		t = lookup_target(relid);
-		if (fn)
-			dlock_claim_check_access(t, fn);
 		LockRelationOid(relid, AccessShareLock);
 		if (!t->stale)
 			return t;
@@ -432,20 +504,33 @@ dlock_claim_target_for_rel(Oid relid, const char *fn)
 void
 dlock_claim_check_access(const ClaimTarget *t, const char *fn)
 {
+	check_access(t->relid, fn);
+}
+
+/* dlock_claim_check_access of table relid, which may have been dropped */
+static void
+check_access(Oid relid, const char *fn)
+{
 	Oid			role = GetUserId();
-	Oid			nsp = get_rel_namespace(t->relid);
+	Oid			nsp = get_rel_namespace(relid);
+	char	   *relname = get_rel_name(relid);
+
+	if (!OidIsValid(nsp) || relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
 
 	if (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for schema %s", get_namespace_name(nsp)),
 				 errdetail("%s needs USAGE on the schema of table %s.", fn,
-						   get_rel_name(t->relid))));
-	if (pg_class_aclcheck(t->relid, role, ACL_UPDATE) != ACLCHECK_OK &&
-		pg_attribute_aclcheck_all(t->relid, role, ACL_UPDATE, ACLMASK_ANY) != ACLCHECK_OK)
+						   relname)));
+	if (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(relid, role, ACL_UPDATE, ACLMASK_ANY) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", get_rel_name(t->relid)),
+				 errmsg("permission denied for table %s", relname),
 				 errdetail("%s needs UPDATE on the table (or on one of its columns), "
 						   "the privilege that locking its rows needs.", fn)));
 }

@@ -10,6 +10,7 @@
 
 #include "access/attnum.h"
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 
 /* A table that rows can be claimed from, and how to name its rows. */
 typedef struct ClaimTarget
@@ -57,5 +58,6 @@ extern const ClaimTarget *dlock_claim_target_for_rel(Oid relid,
 													 const char *fn);
 extern void dlock_claim_check_access(const ClaimTarget *t, const char *fn);
 extern bool dlock_claim_type_io_stable(Oid type);
+extern List *dlock_claim_partition_ancestors(Oid relid);
 
 #endif							/* DLOCK_CLAIM_TARGET_H */
