@@ -12,7 +12,9 @@
 \set SHOW_CONTEXT never
 
 -- the function as installed by CREATE EXTENSION at the default version
-SELECT extversion FROM pg_extension WHERE extname = 'dlock';
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock')
+       AS at_default_version
+  FROM pg_extension WHERE extname = 'dlock';
 SELECT p.oid::regprocedure AS function,
        pg_get_function_arguments(p.oid) AS arguments,
        pg_get_function_result(p.oid) AS returns,
@@ -255,7 +257,9 @@ SELECT extversion FROM pg_extension WHERE extname = 'dlock';
 SELECT to_regprocedure('dlock_complete(regclass,text,anyarray)') IS NULL AS no_complete_in_0_1;
 SELECT count(*) AS w1_got_0_1 FROM dlock_claim(NULL::jobs, 'w1', 3, '1 hour', 'id IN (1, 2, 3)');
 ALTER EXTENSION dlock UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'dlock';
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock')
+       AS at_default_version
+  FROM pg_extension WHERE extname = 'dlock';
 SELECT to_regprocedure('dlock_complete(regclass,text,anyarray)') AS complete_in_0_2;
 SELECT md5(string_agg(pg_describe_object(classid, objid, objsubid), ','
                       ORDER BY pg_describe_object(classid, objid, objsubid))) = :'members_fresh'
@@ -305,4 +309,6 @@ UPDATE jobs SET status = 2
 --
 DROP TABLE jobs;
 SELECT count(*) AS claims_left FROM dlock_claims;
-SELECT extversion FROM pg_extension WHERE extname = 'dlock';
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock')
+       AS at_default_version
+  FROM pg_extension WHERE extname = 'dlock';

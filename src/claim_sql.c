@@ -423,8 +423,10 @@ dlock_reset_claims_sql(PG_FUNCTION_ARGS)
 /*
  * dlock_claim_ddl_start() RETURNS event_trigger
  *
- * The ddl_command_start event trigger of ALTER TABLE: notes, for every
- * table that has claim rows, what names its rows (claim_ddl.c).
+ * The ddl_command_start event trigger of ALTER TABLE: notes, for the
+ * tables the statement's names can mean, what names their rows (reading
+ * catalogs only: it runs before PostgreSQL has checked the caller's
+ * rights; claim_ddl.c).
  */
 PG_FUNCTION_INFO_V1(dlock_claim_ddl_start_sql);
 Datum
