@@ -190,7 +190,8 @@ for my $case (@bad)
 {
 	my ($args, $want) = @$case;
 	my $shown = join(' ', map { length($_) > 20 ? substr($_, 0, 20) . '...' : $_ } @$args);
-	my ($rc, $out, $err) = dl(@$args);
+	# a database that is not there: an argument let through fails at once
+	my ($rc, $out, $err) = dl('-d', 'host=/nonexistent port=1', @$args);
 	is($rc, 64, "dlock $shown: exit 64");
 	like($err, $want, "dlock $shown: says what is wrong");
 	is(scalar(split /\n/, $err), 1, "dlock $shown: in one line");
