@@ -117,6 +117,8 @@ acquire_failure(Db *db, const Options *o, DbResult rc)
 		return option_failure(db, o, rc);
 	if (rc != DB_NULL)
 		return db_failure(db, rc);
+	if (o->quiet_if_held)
+		return EXIT_NOT_ACQUIRED;	/* cron: no mail for a lost race */
 	if (o->wait_ms == 0)
 		snprintf(wait, sizeof(wait), "at once (no --wait)");
 	else

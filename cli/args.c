@@ -56,7 +56,7 @@ static const struct
 typedef enum OptId
 {
 	OPT_DBNAME, OPT_TTL, OPT_WAIT, OPT_HOLDER, OPT_TOKEN, OPT_GRACE, OPT_JSON,
-	OPT_SLOTS, OPT_SHARED, OPT_HELP, OPT_VERSION, NUM_OPTS
+	OPT_SLOTS, OPT_SHARED, OPT_QUIET_IF_HELD, OPT_HELP, OPT_VERSION, NUM_OPTS
 } OptId;
 
 static const struct
@@ -76,6 +76,7 @@ static const struct
 	[OPT_JSON] = {"json", 0, false, C_ALL},
 	[OPT_SLOTS] = {"slots", 0, true, C_RUN | C_ACQUIRE},
 	[OPT_SHARED] = {"shared", 0, false, C_RUN | C_ACQUIRE},
+	[OPT_QUIET_IF_HELD] = {"quiet-if-held", 0, false, C_RUN | C_ACQUIRE},
 	[OPT_HELP] = {"help", 'h', false, C_ALL},
 	[OPT_VERSION] = {"version", 'V', false, C_ALL},
 };
@@ -319,6 +320,9 @@ set_option(Options *o, OptId id, const char *value)
 			break;
 		case OPT_SHARED:
 			o->shared = true;
+			break;
+		case OPT_QUIET_IF_HELD:
+			o->quiet_if_held = true;
 			break;
 		default:
 			break;

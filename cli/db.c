@@ -22,7 +22,11 @@
  *
  * Errors are kept for messages as lines (libpq's, or the server's severity,
  * message, detail and hint, without the statement's text), which the
- * caller prints each with "dlock: " before it (print_lines).  libpq's connect_timeout bounds the connection
+ * caller prints each with "dlock: " before it (print_lines).  So do the
+ * notices and warnings the server sends, and the error a server sends as it
+ * closes an idle connection (a restart's FATAL), which libpq passes to the
+ * notice processor: no line dlock prints on stderr lacks the prefix.
+ * libpq's connect_timeout bounds the connection
  * too, though for all of a conninfo's hosts together (libpq itself moves
  * to the next host when one times out; PQconnectPoll does not).  TCP
  * keepalives are on unless the conninfo says otherwise, so that a dead
@@ -132,6 +136,13 @@ connect_deadline(Db *db)
 	return deadline;
 }
 
+/* libpq's notice processor: the server's notices, each line "dlock: " */
+static void
+notice_to_stderr(void *arg, const char *message)
+{
+	print_lines(stderr, message);
+}
+
 bool
 db_connect(Db *db)
 {
@@ -152,6 +163,7 @@ db_connect(Db *db)
 		snprintf(db->error, sizeof(db->error), "out of memory\n");
 		return false;
 	}
+	PQsetNoticeProcessor(db->conn, notice_to_stderr, NULL);
 	deadline = connect_deadline(db);
 	while (PQstatus(db->conn) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
 		   st != PGRES_POLLING_FAILED)

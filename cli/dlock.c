@@ -234,6 +234,21 @@ run_command(const Options *o)
 	return cmd_force_release(o);
 }
 
+/* whether option word a, written alone, takes the next word as its value */
+static bool
+takes_value(const char *a)
+{
+	static const char *const with_value[] = {
+		"-d", "--dbname", "--count", "--ttl", "--wait", "--holder", "--token",
+		"--grace", "--slots", NULL
+	};
+
+	for (int i = 0; with_value[i]; i++)
+		if (strcmp(a, with_value[i]) == 0)
+			return true;
+	return false;
+}
+
 /*
  * Whether the command is "watch" (its first argument that is neither an
  * option nor an option's value): if so, argv is rearranged in place so that
@@ -251,8 +266,7 @@ watch_command(int argc, char **argv)
 			return false;
 		if (a[0] == '-')
 		{
-			if (strcmp(a, "-d") == 0 || strcmp(a, "--dbname") == 0 ||
-				strcmp(a, "--count") == 0)
+			if (takes_value(a))
 				i++;
 			continue;
 		}

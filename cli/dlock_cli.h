@@ -7,8 +7,8 @@
  * 64 usage error, 69 database unreachable, dlock not installed or older
  * than an option needs, 70 lease lost, 75 not acquired within --wait, 77
  * status cannot tell (the key may be held by a role whose leases the
- * caller may not see).  Every non-zero exit prints one line on standard
- * error saying why, starting "dlock: ".
+ * caller may not see).  Every non-zero exit prints its reason on standard
+ * error, each line starting "dlock: " (but 75 with --quiet-if-held: none).
  *
  *-------------------------------------------------------------------------
  */
@@ -43,6 +43,7 @@ typedef struct Options
 	bool		json;
 	int			slots;			/* --slots: a semaphore's; 0: not given */
 	bool		shared;			/* --shared: a shared lease */
+	bool		quiet_if_held;	/* --quiet-if-held: exit 75 without a word */
 } Options;
 
 /*

@@ -131,6 +131,44 @@ renew_call(RunLease *l, long long deadline, bool *renewed)
 }
 
 /*
+ * Say why the lease is lost, after a renewal that the database answered
+ * (rc) without renewing: the server refused it (the lease had expired, or
+ * was released, force-released or taken over), and who holds the key now,
+ * as far as this role may see (one more call, 5 s at most); or dlock_renew
+ * is gone.  when: "" or " before CMD started".
+ */
+static void
+say_lost(RunLease *l, DbResult rc, const char *when)
+{
+	const char *p[1] = {l->o->key};
+	PGresult   *r;
+
+	if (rc == DB_NOT_INSTALLED)
+	{
+		fprintf(stderr, "dlock: lease %s lost%s: dlock_renew is missing (was the"
+				" dlock extension dropped?):\n", l->o->key, when);
+		print_lines(stderr, l->db.error);
+		return;
+	}
+	fprintf(stderr, "dlock: lease %s lost%s: the server refused the renewal"
+			" (dlock_renew returned %s: the lease had expired, or was released,"
+			" force-released or taken over)", l->o->key, when,
+			rc == DB_NULL ? "NULL" : "false");
+	l->db.deadline = now_ms() + 5000;
+	if (db_rows(&l->db, "SELECT holder, token FROM dlock_leader($1)", 1, p,
+				&r) == DB_OK)
+	{
+		if (PQntuples(r) == 0)
+			fprintf(stderr, "; no lease on it is live now that this role may see");
+		else
+			fprintf(stderr, "; it is held now by %s with token %s",
+					PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+		PQclear(r);
+	}
+	fprintf(stderr, "\n");
+}
+
+/*
  * Renew the lease, now being when the renewal is due; false if it is lost
  * (the renewal said no, or no renewal succeeded before the lease's end:
  * every wait on the database ends there).
@@ -150,7 +188,7 @@ renew_lease(RunLease *l, long long now)
 	}
 	else if (rc == DB_OK || rc == DB_NULL || rc == DB_NOT_INSTALLED)
 	{
-		fprintf(stderr, "dlock: lease %s lost\n", o->key);
+		say_lost(l, rc, "");
 		return false;
 	}
 	else if (now_ms() >= l->lease_until)
@@ -206,7 +244,7 @@ take_lease(RunLease *l)
 			db_close(&l->db);
 			if (rc != DB_OK && rc != DB_NULL)
 				return db_failure(&l->db, rc);
-			fprintf(stderr, "dlock: lease %s lost before CMD started\n", o->key);
+			say_lost(l, rc, " before CMD started");
 			return EXIT_LOST;
 		}
 	}

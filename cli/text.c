@@ -41,6 +41,8 @@ static const char *usage_text =
 "                         semaphore, 1 to 1000 (every holder names the same N)\n"
 "  --shared               run, acquire: a shared lease (any number of shared\n"
 "                         holders, or one holder of the lease)\n"
+"  --quiet-if-held        run, acquire: not acquired within --wait: exit 75\n"
+"                         without a word on stderr (cron mails none)\n"
 "  --json                 print JSON\n"
 "  -h, --help             this help\n"
 "  -V, --version          dlock's version\n"
@@ -55,7 +57,8 @@ static const char *usage_text =
 
 static const char *run_usage_text =
 "Usage: dlock run KEY [--ttl 30s] [--wait 0] [--holder NAME] [--grace 10s]\n"
-"                 [--slots N | --shared] [-d CONNINFO] -- CMD [ARGS...]\n"
+"                 [--slots N | --shared] [--quiet-if-held] [-d CONNINFO]\n"
+"                 -- CMD [ARGS...]\n"
 "\n"
 "Acquires KEY (waiting up to --wait), runs CMD with DLOCK_KEY, DLOCK_HOLDER and\n"
 "DLOCK_TOKEN in its environment, and renews the lease every ttl/3.  If the\n"
@@ -65,7 +68,7 @@ static const char *run_usage_text =
 "status.  SIGINT, SIGTERM and SIGHUP are passed on to CMD; before CMD starts\n"
 "they cancel the acquire (nothing stays held or queued) and end dlock.\n"
 "Exit codes: CMD's status, 64 usage, 69 database unreachable, 70 lease lost,\n"
-"75 not acquired within --wait.\n";
+"75 not acquired within --wait (silent with --quiet-if-held).\n";
 
 void
 print_usage(FILE *f, bool run)

@@ -202,53 +202,113 @@ typedef struct WatchOptions
 	long		count;			/* 0: no limit */
 } WatchOptions;
 
+/* One line on standard error, "dlock: ..." and a pointer to --help; exit 64. */
 static void
 watch_usage_error(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "dlock: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry \"dlock watch --help\".\n");
+	fprintf(stderr, " (see \"dlock watch --help\")\n");
 	exit(EXIT_USAGE);
 }
 
-/* argv[2..]; false when --help was asked for (and printed) */
+/* --count: a whole number from 1 to MAX_COUNT, in digits only */
+#define MAX_COUNT 2147483647L
+
+static long
+count_option(const char *v)
+{
+	char	   *end;
+	long		n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (*v < '0' || *v > '9' || *end != '\0' || errno == ERANGE ||
+		n < 1 || n > MAX_COUNT)
+		watch_usage_error("invalid --count \"%s\": a whole number from 1 to"
+						  " 2147483647 is expected", v);
+	return n;
+}
+
+/*
+ * The option a (argv[*i]) with a value: its value, written into a
+ * ("--count=3", "-dapp") or the next word (*i moves past it).
+ */
+static const char *
+option_value(int argc, char **argv, int *i, const char *name)
+{
+	const char *a = argv[*i];
+	size_t		len = strlen(name);
+
+	if (strncmp(a, name, len) == 0 && a[len] == '=')
+		return a + len + 1;
+	if (strcmp(name, "-d") == 0 && strncmp(a, "-d", 2) == 0 && a[2] != '\0')
+		return a + 2;
+	if (*i + 1 >= argc)
+		watch_usage_error("%s needs a value", name);
+	return argv[++(*i)];
+}
+
+/* is a the option name, as "--name", "--name=value" (or "-dvalue")? */
+static bool
+is_option(const char *a, const char *name)
+{
+	size_t		len = strlen(name);
+
+	return strncmp(a, name, len) == 0 &&
+		(a[len] == '\0' || a[len] == '=' ||
+		 (strcmp(name, "-d") == 0 && strncmp(a, "--", 2) != 0));
+}
+
+/* the other commands' options: watch takes none of them */
+static const char *const other_options[] = {
+	"--ttl", "--wait", "--holder", "--token", "--grace", "--slots", "--shared",
+	"--quiet-if-held",
+	NULL
+};
+
+/* an option a that watch does not take: a usage error naming it */
+static void
+reject_option(const char *a)
+{
+	for (int k = 0; other_options[k]; k++)
+		if (is_option(a, other_options[k]))
+			watch_usage_error("watch takes no %s", other_options[k]);
+	watch_usage_error("unknown option \"%s\"", a);
+}
+
+/* argv[2..]; false when --help or --version was asked for (and printed) */
 static bool
 parse_watch_args(int argc, char **argv, WatchOptions *o)
 {
 	for (int i = 2; i < argc; i++)
 	{
 		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
 		{
 			fputs(watch_usage_text, stdout);
 			return false;
 		}
-		else if (strcmp(a, "-d") == 0 || strcmp(a, "--dbname") == 0)
+		else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0)
 		{
-			if (!v)
-				watch_usage_error("%s needs a value", a);
-			o->conninfo = v;
-			i++;
+			printf("dlock %s\n", DLOCK_VERSION);
+			return false;
 		}
-		else if (strcmp(a, "--count") == 0)
-		{
-			char	   *end;
-
-			if (!v)
-				watch_usage_error("%s needs a value", a);
-			o->count = strtol(v, &end, 10);
-			if (*v == '\0' || *end != '\0' || o->count <= 0)
-				watch_usage_error("invalid count \"%s\"", v);
-			i++;
-		}
+		else if (is_option(a, "-d"))
+			o->conninfo = option_value(argc, argv, &i, "-d");
+		else if (is_option(a, "--dbname"))
+			o->conninfo = option_value(argc, argv, &i, "--dbname");
+		else if (is_option(a, "--count"))
+			o->count = count_option(option_value(argc, argv, &i, "--count"));
 		else if (strcmp(a, "--json") == 0)
 			o->json = true;
 		else if (strcmp(a, "--no-current") == 0)
 			o->current = false;
-		else if (a[0] == '-')
-			watch_usage_error("unknown option %s", a);
+		else if (strcmp(a, "--") == 0)
+			watch_usage_error("%s", "watch takes no command after \"--\"");
+		else if (a[0] == '-' && a[1] != '\0')
+			reject_option(a);
 		else if (!o->key)
 			o->key = a;
 		else
@@ -256,22 +316,25 @@ parse_watch_args(int argc, char **argv, WatchOptions *o)
 	}
 	if (!o->key)
 		watch_usage_error("%s", "watch needs a KEY");
+	if (o->key[0] == '\0' || strlen(o->key) > 1024)
+		watch_usage_error("invalid KEY \"%.40s\": 1 to 1024 bytes are expected",
+						  o->key);
 	return true;
 }
 
 static int
 watch_failure(Db *db, DbResult rc)
 {
+	int			status;
+
 	if (rc == DB_NOT_INSTALLED && db_older_than(db, "0.4", "dlock watch"))
 	{
 		db_close(db);
 		return EXIT_UNAVAIL;
 	}
-	fprintf(stderr, "dlock: %s", db->error[0] ? db->error : "no answer\n");
-	if (rc == DB_NOT_INSTALLED)
-		fprintf(stderr, "dlock: is the dlock extension installed in this database?\n");
+	status = db_failure(db, rc);
 	db_close(db);
-	return rc == DB_ERROR && strncmp(db->sqlstate, "22", 2) == 0 ? EXIT_USAGE : EXIT_UNAVAIL;
+	return status;
 }
 
 /* the lease the key has now, as a first line (the current state) */
@@ -346,12 +409,14 @@ listen_loop(Db *db, const WatchOptions *o, const char *channel)
 
 		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
 		{
-			perror("dlock: poll");
+			fprintf(stderr, "dlock: poll: %s\n", strerror(errno));
 			return EXIT_UNAVAIL;
 		}
 		if (!stop && !PQconsumeInput(db->conn))
 		{
-			fprintf(stderr, "dlock: connection lost: %s", PQerrorMessage(db->conn));
+			fprintf(stderr, "dlock: connection lost (changes from now on are not"
+					" watched):\n");
+			print_lines(stderr, PQerrorMessage(db->conn));
 			return EXIT_UNAVAIL;
 		}
 	}

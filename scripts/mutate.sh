@@ -225,6 +225,29 @@ ddl-long-key-detach-by-digest@src/claim_ddl.c@dlock_claim_key_in(t, part, fulls[
 ddl-long-key-attach-by-text@src/claim_ddl.c@\t\t(void) move_claims(relid, root, keys, nkeys);@\t\t(void) move_claims(relid, root, fulls, nkeys);@regress:claim_ddl_deep
 ddl-root-is-parent@src/claim_ddl.c@root = ancestors == NIL ? relid : llast_oid(ancestors);@root = ancestors == NIL ? relid : linitial_oid(ancestors);@regress:claim_ddl_deep
 target-root-is-parent@src/claim_target.c@\t\t\tt->claim_relid = llast_oid(ancestors);@\t\t\tt->claim_relid = linitial_oid(ancestors);@regress:claim_ddl_deep
+# watch shares, a pooler's reset, the channel's privacy, the CLI's messages and text (issue 35 items 4, 9; issue 36)
+watch-no-role-share@src/watch.c@((taken = role_count_locked(role)) >= dlock_max_watches_per_role ||@((taken = role_count_locked(role)) < 0 ||@tap:101_watch_share
+watch-no-superuser-reserve@src/watch.c@ nfree <= dlock_superuser_reserved_watches))@ nfree < 0))@tap:101_watch_share
+watch-superuser-bound@src/watch.c@bool\t\tbound = !superuser_arg(role);@bool\t\tbound = true;@tap:101_watch_share
+watch-reset-ignored@src/watch_session.c@\tif (reset && dlock_watch_available())@\tif (false)@tap:101_watch_share
+watch-discard-all-ignored@src/watch_session.c@return ((DiscardStmt *) stmt)->target == DISCARD_ALL;@return false;@tap:101_watch_share
+watch-unlisten-channel-ignored@src/watch_session.c@return name == NULL || strcmp(name, channel) == 0;@return name == NULL;@tap:101_watch_share
+watch-reset-keeps-channel@src/watch_session.c@\tif (reset && !dlock_watch_entry_any())@\tif (false)@tap:101_watch_share
+watch-channel-not-random@src/watch_session.c@\t\tif (!pg_strong_random(rnd, sizeof(rnd)))@\t\tif (memset(rnd, 0, sizeof(rnd)) == NULL)@tap:101_watch_share
+watch-rewatch-after-unwatch-ignored@src/watch_session.c@(!op->add && !rewatched_after(op->key, op->len, lc))@(!op->add)@tap:101_watch_share
+watch-rolled-back-rewatch-kept@src/watch_session.c@\t\telse if (commit)\n\t\t{\n\t\t\top->subid = parent;@\t\telse if (commit || op->readd)\n\t\t{\n\t\t\top->subid = parent;@tap:101_watch_share
+watch-savepoint-watch-leaks@src/watch_session.c@\t\telse if (op->add && !op->readd)\n\t\t{@\t\telse if (false)\n\t\t{@tap:101_watch_share
+cli-notices-bare@cli/db.c@\tPQsetNoticeProcessor(db->conn, notice_to_stderr, NULL);@\t(void) notice_to_stderr;@tap:102_watch_cli
+cli-watch-lost-lines-bare@cli/watch.c@print_lines(stderr, PQerrorMessage(db->conn));@fputs(PQerrorMessage(db->conn), stderr);@tap:102_watch_cli
+cli-watch-error-lines-bare@cli/watch.c@\tstatus = db_failure(db, rc);@\tfprintf(stderr, "dlock: %s", db->error);\n\tstatus = EXIT_UNAVAIL;@tap:102_watch_cli
+cli-watch-count-zero@cli/watch.c@\t\tn < 1 || n > MAX_COUNT)@\t\tn < 0 || n > MAX_COUNT)@tap:102_watch_cli
+cli-watch-count-huge@cli/watch.c@\t\tn < 1 || n > MAX_COUNT)@\t\tn < 1)@tap:102_watch_cli
+cli-watch-usage-two-lines@cli/watch.c@\tfprintf(stderr, " (see \\"dlock watch --help\\")\\n");@\tfprintf(stderr, "\\nTry \\"dlock watch --help\\".\\n");@tap:102_watch_cli
+cli-watch-text-no-cause@cli/watch.c@\t\t\t   field(f, n, "expires_at"), field(f, n, "cause"));@\t\t\t   field(f, n, "expires_at"), "acquire");@tap:102_watch_cli
+cli-watch-text-expiry-time@cli/watch.c@\t\tprintf("%s expired: %s token %s ran out at %s\\n", field(f, n, "key"),\n\t\t\t   field(f, n, "holder"), field(f, n, "token"),\n\t\t\t   field(f, n, "expires_at"));@\t\tprintf("%s expired: %s token %s ran out at %s\\n", field(f, n, "key"),\n\t\t\t   field(f, n, "holder"), field(f, n, "token"),\n\t\t\t   field(f, n, "at"));@tap:102_watch_cli
+cli-watch-text-current-json@cli/watch.c@\telse if (PQntuples(r) == 0)\n\t\tprintf("%s free\\n", o->key);@\telse if (PQntuples(r) == 0)\n\t\tprintf("%s none\\n", o->key);@tap:102_watch_cli
+cli-run-lost-no-cause@cli/run.c@\t\tsay_lost(l, rc, "");@\t\tfprintf(stderr, "dlock: lease %s lost\\n", o->key);@tap:102_watch_cli
+cli-quiet-if-held-ignored@cli/acquire.c@\tif (o->quiet_if_held)\n\t\treturn EXIT_NOT_ACQUIRED;@\tif (false)\n\t\treturn EXIT_NOT_ACQUIRED;@tap:102_watch_cli
 EOF
 )
 
@@ -358,6 +381,7 @@ while IFS= read -r line; do
     n=$((n + 1))
     name=${line%%@*}
     [ -n "$name" ] || continue
+    [[ "$name" == "#"* ]] && continue    # a comment line: the topic of the lines below
     if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
         continue
     fi

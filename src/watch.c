@@ -79,6 +79,8 @@ typedef struct WatchRegistry
 #define DLOCK_WATCH_TRANCHE "dlock watch"
 
 int			dlock_max_watches = 1024;
+int			dlock_max_watches_per_role = 256;
+int			dlock_superuser_reserved_watches = 16;
 
 /* NULL without shared memory (dlock not preloaded) */
 static WatchRegistry *reg = NULL;
@@ -126,10 +128,50 @@ free_entry_locked(int i)
 /* ---- this session's entries (watch_session.c) ---- */
 
 /*
+ * How many entries role has; caller holds the lock.
+ */
+static int
+role_count_locked(Oid role)
+{
+	int			taken = 0;
+
+	for (int i = 0; i < reg->max_entries; i++)
+		if (entries[i].in_use && entries[i].role == role)
+			taken++;
+	return taken;
+}
+
+/*
+ * The error of a role that may not take one more entry (the check is in
+ * dlock_watch_entry_add): nfree entries are unused, and the role has taken
+ * of them.  Called without the lock.
+ */
+static void
+report_no_room(Oid role, int nfree, int taken)
+{
+	if (taken >= dlock_max_watches_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many watched keys for role \"%s\"",
+						GetUserNameFromId(role, false)),
+				 errdetail("Role \"%s\" watches %d keys, the most dlock.max_watches_per_role (%d) allows one role.",
+						   GetUserNameFromId(role, false), taken,
+						   dlock_max_watches_per_role),
+				 errhint("Unwatch keys, or raise dlock.max_watches_per_role.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("too many watched keys"),
+			 errdetail("All sessions together watch %d keys of the %d dlock.max_watches allows; the last %d are reserved for superusers (dlock.superuser_reserved_watches).",
+					   reg->max_entries - nfree, reg->max_entries,
+					   dlock_superuser_reserved_watches),
+			 errhint("Unwatch keys, or raise dlock.max_watches (needs a restart).")));
+}
+
+/*
  * Put this session's entry for key in: on channel, as the current role,
  * with leases that ran out up to expired_through no news to it.  False
- * when the session has an entry for key already.  A registry that is full
- * is an error.
+ * when the session has an entry for key already.  A registry that is full,
+ * or a role over its share, is an error.
  */
 bool
 dlock_watch_entry_add(const char *key, int len, const char *channel,
@@ -137,6 +179,10 @@ dlock_watch_entry_add(const char *key, int len, const char *channel,
 {
 	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, key, len).hash;
 	WatchEntry *e = NULL;
+	int			nfree = 0;
+	Oid			role = GetUserId();
+	bool		bound = !superuser_arg(role);
+	int			taken = 0;
 
 	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
 	if (my_entry_locked(key, len) >= 0)
@@ -144,9 +190,13 @@ dlock_watch_entry_add(const char *key, int len, const char *channel,
 		LWLockRelease(reg->lock);
 		return false;
 	}
-	for (int i = 0; i < reg->max_entries && e == NULL; i++)
+	for (int i = 0; i < reg->max_entries; i++)
 		if (!entries[i].in_use)
-			e = &entries[i];
+		{
+			if (e == NULL)
+				e = &entries[i];
+			nfree++;
+		}
 	if (e == NULL)
 	{
 		LWLockRelease(reg->lock);
@@ -157,12 +207,24 @@ dlock_watch_entry_add(const char *key, int len, const char *channel,
 						   reg->max_entries),
 				 errhint("Unwatch keys, or raise dlock.max_watches (needs a restart).")));
 	}
+	/*
+	 * Other roles than superusers: at most dlock.max_watches_per_role
+	 * each, and none of the last dlock.superuser_reserved_watches (as
+	 * superuser_reserved_connections).
+	 */
+	if (bound &&
+		((taken = role_count_locked(role)) >= dlock_max_watches_per_role ||
+		 nfree <= dlock_superuser_reserved_watches))
+	{
+		LWLockRelease(reg->lock);
+		report_no_room(role, nfree, taken);
+	}
 	e->in_use = true;
 	e->generation = ++reg->next_generation;
 	e->dboid = MyDatabaseId;
 	e->procno = dlock_my_procno();
 	e->pid = MyProcPid;
-	e->role = GetUserId();
+	e->role = role;
 	e->hash = hash;
 	pg_atomic_write_u64(&e->expired_through, (uint64) Max(expired_through, 0));
 	memcpy(e->channel, channel, NAMEDATALEN);
@@ -219,6 +281,21 @@ dlock_watch_entry_remove_all(void)
 		}
 	LWLockRelease(reg->lock);
 	return had;
+}
+
+/* Does this session have any entry?  (No allocation: runs at commit.) */
+bool
+dlock_watch_entry_any(void)
+{
+	bool		any = false;
+
+	if (reg == NULL)
+		return false;
+	LWLockAcquire(reg->lock, LW_SHARED);
+	for (int i = 0; i < reg->max_entries && !any; i++)
+		any = entry_is_mine(&entries[i]);
+	LWLockRelease(reg->lock);
+	return any;
 }
 
 /* The keys this session watches in this database: a List of text. */
@@ -450,9 +527,10 @@ dlock_watch_db_count(Oid dboid)
 /* ---- setting, shared memory ---- */
 
 /*
- * Called from _PG_init (dlock.c).  The setting sizes shared memory: it exists only
- * when dlock is preloaded (a PGC_POSTMASTER setting cannot be defined once
- * the server runs).
+ * Called from _PG_init (dlock.c).  dlock.max_watches sizes shared memory:
+ * the settings exist only when dlock is preloaded (a PGC_POSTMASTER
+ * setting cannot be defined once the server runs, and without the
+ * registry the others mean nothing).
  */
 void
 dlock_watch_init(void)
@@ -466,6 +544,21 @@ dlock_watch_init(void)
 							&dlock_max_watches,
 							1024, 1, 100000,
 							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.max_watches_per_role",
+							"How many keys the sessions of one role together may watch at once.",
+							"Superusers are not bound by it.  Set it per role with "
+							"ALTER ROLE ... SET.",
+							&dlock_max_watches_per_role,
+							256, 0, 100000,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.superuser_reserved_watches",
+							"How many of dlock.max_watches only superusers may take.",
+							NULL,
+							&dlock_superuser_reserved_watches,
+							16, 0, 100000,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 }
 

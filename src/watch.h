@@ -25,6 +25,8 @@ typedef struct DlockWatcher
 } DlockWatcher;
 
 extern int	dlock_max_watches;
+extern int	dlock_max_watches_per_role;
+extern int	dlock_superuser_reserved_watches;
 
 /* what shared memory holds (any backend) */
 extern bool dlock_watch_available(void);
@@ -42,6 +44,7 @@ extern bool dlock_watch_entry_add(const char *key, int len,
 extern bool dlock_watch_entry_exists(const char *key, int len);
 extern void dlock_watch_entry_remove(const char *key, int len);
 extern bool dlock_watch_entry_remove_all(void);
+extern bool dlock_watch_entry_any(void);
 extern List *dlock_watch_entry_keys(void);
 
 /* a watcher's expiry mark (watch_notify.c) */

@@ -21,6 +21,14 @@
  * cannot keep a watch (nor can it keep a LISTEN).  A session's entries go
  * when it ends (a before_shmem_exit callback).
  *
+ * A pooler's reset.  The watches follow the session's LISTEN: UNLISTEN *,
+ * UNLISTEN of the session's channel and DISCARD ALL (what a pooler runs
+ * between two clients of one connection) unwatch every key of the session
+ * at commit, as dlock_unwatch() does, freeing their entries; a
+ * ProcessUtility hook sees them.  Once no key is watched after such a
+ * reset, the session draws a new channel at its next dlock_watch, so that
+ * the next client of the connection never learns the one before.
+ *
  * dlock_watch needs the registry in shared memory, so dlock must be in
  * shared_preload_libraries; it also needs the primary (nothing can send a
  * notification on a standby).
@@ -32,7 +40,9 @@
 #include "access/xact.h"
 #include "commands/async.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "storage/ipc.h"
+#include "tcop/utility.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -47,7 +57,9 @@
 /* one dlock_watch or dlock_unwatch of this transaction */
 typedef struct WatchOp
 {
-	bool		add;			/* dlock_watch put the entry in */
+	bool		add;			/* dlock_watch: the key is watched from here */
+	bool		readd;			/* ... again, after an unwatch (the entry
+								 * was there already: a rollback keeps it) */
 	SubTransactionId subid;
 	int			len;
 	char		key[FLEXIBLE_ARRAY_MEMBER];
@@ -56,6 +68,9 @@ typedef struct WatchOp
 static char channel[NAMEDATALEN];
 static bool exit_callback_registered = false;
 static List *pending_ops = NIL;	/* in TopTransactionContext */
+/* the (sub)transaction that unlistened the channel, or none */
+static SubTransactionId reset_subid = InvalidSubTransactionId;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 /*
  * This session's channel, made on first use: "dlock_" and 32 hex digits
@@ -94,12 +109,13 @@ watch_exit_callback(int code, Datum arg)
 /* ---- this transaction's dlock_watch and dlock_unwatch calls ---- */
 
 static void
-note_op(bool add, const char *key, int len)
+note_op(bool add, bool readd, const char *key, int len)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 	WatchOp    *op = palloc(offsetof(WatchOp, key) + len);
 
 	op->add = add;
+	op->readd = readd;
 	op->subid = GetCurrentSubTransactionId();
 	op->len = len;
 	memcpy(op->key, key, len);
@@ -107,26 +123,70 @@ note_op(bool add, const char *key, int len)
 	MemoryContextSwitchTo(old);
 }
 
-/* an unwatch of key pending in this transaction, or NULL */
-static ListCell *
+static bool
+op_is(const WatchOp *op, const char *key, int len)
+{
+	return op->len == len && memcmp(op->key, key, len) == 0;
+}
+
+/*
+ * Is an unwatch of key pending in this transaction (the last of its calls
+ * for key that still count was dlock_unwatch)?
+ */
+static bool
 pending_removal(const char *key, int len)
 {
+	bool		pending = false;
 	ListCell   *lc;
 
 	foreach(lc, pending_ops)
 	{
 		WatchOp    *op = lfirst(lc);
 
-		if (!op->add && op->len == len && memcmp(op->key, key, len) == 0)
-			return lc;
+		if (op_is(op, key, len))
+			pending = !op->add;
 	}
-	return NULL;
+	return pending;
+}
+
+/* is key watched again by a call after the one at lc? */
+static bool
+rewatched_after(const char *key, int len, ListCell *lc)
+{
+	for (int i = list_cell_number(pending_ops, lc) + 1;
+		 i < list_length(pending_ops); i++)
+	{
+		WatchOp    *op = list_nth(pending_ops, i);
+
+		if (op->add && op_is(op, key, len))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Apply one call of the ending top transaction (commit or not), the cell
+ * lc of pending_ops; true if the registry changed.  At commit an unwatch
+ * takes the entry out unless a later call watched the key again; at a
+ * rollback a watch that put the entry in takes it out.
+ */
+static bool
+op_end_top(WatchOp *op, ListCell *lc, bool commit)
+{
+	if (commit ? (!op->add && !rewatched_after(op->key, op->len, lc))
+		: (op->add && !op->readd))
+	{
+		dlock_watch_entry_remove(op->key, op->len);
+		return true;
+	}
+	return commit && op->add && !op->readd;	/* a new key for the worker */
 }
 
 /*
  * The end of a (sub)transaction: at commit the unwatched keys go, at a
  * rollback the watched ones (the LISTEN goes with it, in PostgreSQL's own
- * machinery).  Never fails: it may run after the commit record.
+ * machinery).  A committed reset (reset_subid) that left no key watched
+ * forgets the channel.  Never fails: it may run after the commit record.
  */
 static void
 ops_end(bool commit, bool top, SubTransactionId subid,
@@ -135,37 +195,43 @@ ops_end(bool commit, bool top, SubTransactionId subid,
 	List	   *keep = NIL;
 	ListCell   *lc;
 	bool		changed = false;
+	bool		reset = false;
 	MemoryContext old;
 
-	if (pending_ops == NIL || !dlock_watch_available())
+	if (top)
 	{
-		if (top)
-			pending_ops = NIL;
-		return;
+		reset = commit && reset_subid != InvalidSubTransactionId;
+		reset_subid = InvalidSubTransactionId;
 	}
+	else if (reset_subid == subid)
+		reset_subid = commit ? parent : InvalidSubTransactionId;
+	if (!dlock_watch_available())
+		pending_ops = NIL;
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	foreach(lc, pending_ops)
 	{
 		WatchOp    *op = lfirst(lc);
 
-		if (!top && op->subid != subid)
+		if (top)
+			changed |= op_end_top(op, lc, commit);
+		else if (op->subid != subid)
 			keep = lappend(keep, op);
-		else if (!top && commit)
+		else if (commit)
 		{
 			op->subid = parent;
 			keep = lappend(keep, op);
 		}
-		else if (op->add != commit)
+		else if (op->add && !op->readd)
 		{
-			/* a committed unwatch, or a rolled-back watch */
+			/* a rolled-back watch */
 			dlock_watch_entry_remove(op->key, op->len);
 			changed = true;
 		}
-		else if (op->add && top)
-			changed = true;		/* a new key for the worker to schedule */
 	}
 	MemoryContextSwitchTo(old);
 	pending_ops = top ? NIL : keep;
+	if (reset && !dlock_watch_entry_any())
+		channel[0] = '\0';
 	if (changed)
 		dlock_watch_poke_worker(MyDatabaseId);
 }
@@ -203,12 +269,61 @@ session_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		ops_end(event == SUBXACT_EVENT_COMMIT_SUB, false, subid, parent);
 }
 
+/*
+ * Does stmt unlisten this session's channel?  UNLISTEN *, UNLISTEN of the
+ * channel, and DISCARD ALL (which runs UNLISTEN *).
+ */
+static bool
+unlistens_channel(Node *stmt)
+{
+	if (IsA(stmt, DiscardStmt))
+		return ((DiscardStmt *) stmt)->target == DISCARD_ALL;
+	if (IsA(stmt, UnlistenStmt))
+	{
+		const char *name = ((UnlistenStmt *) stmt)->conditionname;
+
+		return name == NULL || strcmp(name, channel) == 0;
+	}
+	return false;
+}
+
+/*
+ * ProcessUtility_hook: after a statement that unlistened the channel (it
+ * takes effect at commit, as the UNLISTEN does), every key of this session
+ * is unwatched at commit, and the channel is forgotten (end_reset).  A
+ * dlock_watch later in the same transaction watches its key again, on the
+ * channel it LISTENs on anew.
+ */
+static void
+session_process_utility(PlannedStmt *pstmt, const char *queryString,
+						bool readOnlyTree, ProcessUtilityContext context,
+						ParamListInfo params, QueryEnvironment *queryEnv,
+						DestReceiver *dest, QueryCompletion *qc)
+{
+	bool		reset = channel[0] != '\0' && unlistens_channel(pstmt->utilityStmt);
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	if (reset && dlock_watch_available())
+	{
+		(void) dlock_watch_drop_all();
+		if (reset_subid == InvalidSubTransactionId)
+			reset_subid = GetCurrentSubTransactionId();
+	}
+}
+
 /* Called from _PG_init (dlock.c). */
 void
 dlock_watch_session_init(void)
 {
 	RegisterXactCallback(session_xact_callback, NULL);
 	RegisterSubXactCallback(session_subxact_callback, NULL);
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = session_process_utility;
 }
 
 /* ---- dlock_watch and dlock_unwatch ---- */
@@ -223,8 +338,6 @@ watch_add(text *key, TimestampTz expired_through)
 {
 	const char *k = VARDATA_ANY(key);
 	int			len = VARSIZE_ANY_EXHDR(key);
-	ListCell   *unwatch;
-
 	if (!exit_callback_registered)
 	{
 		before_shmem_exit(watch_exit_callback, (Datum) 0);
@@ -232,12 +345,15 @@ watch_add(text *key, TimestampTz expired_through)
 	}
 	if (!dlock_watch_entry_add(k, len, session_channel(), expired_through))
 	{
-		/* watching it again undoes an unwatch earlier in this transaction */
-		if ((unwatch = pending_removal(k, len)) != NULL)
-			pending_ops = list_delete_cell(pending_ops, unwatch);
+		/*
+		 * watching it again undoes an unwatch earlier in this transaction,
+		 * unless this subtransaction rolls back
+		 */
+		if (pending_removal(k, len))
+			note_op(true, true, k, len);
 		return false;
 	}
-	note_op(true, k, len);
+	note_op(true, false, k, len);
 	return true;
 }
 
@@ -274,10 +390,9 @@ dlock_watch_key(text *key)
 bool
 dlock_watch_drop(const char *key, int len)
 {
-	if (!dlock_watch_entry_exists(key, len) ||
-		pending_removal(key, len) != NULL)
+	if (!dlock_watch_entry_exists(key, len) || pending_removal(key, len))
 		return false;
-	note_op(false, key, len);
+	note_op(false, false, key, len);
 	return true;
 }
 
