@@ -311,5 +311,7 @@ test('claims: every row completed once across two workers, one killed mid-batch'
   }
 })
 
-// semaphores, shared leases, several keys at once (test/shapes.js)
+// semaphores, shared leases, several keys at once (test/shapes.js); the
+// client's own promises (test/promises.js)
 require('./shapes')(db, app)
+require('./promises')(db, app)
