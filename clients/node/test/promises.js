@@ -23,18 +23,26 @@ const { env, pool, sleep, waitUntil, key, server, holderOf, logRecords } = requi
 const WAIT = 120000
 const DSN = env('DLOCK_TEST_DSN')
 
-// a dlock_renew that first waits for an advisory lock the test holds, then
-// renews: in front of the real one for a connection whose search_path
-// starts with dlock_delay (a renewal whose answer comes late)
+// a dlock_renew (dlock_release) that first waits for an advisory lock the
+// test holds, then renews (releases): in front of the real one for a
+// connection whose search_path starts with dlock_delay_node (an answer that
+// comes late)
 const DELAY_LOCK = 770201
-const DELAY_OPTIONS = '-c search_path=dlock_delay,public'
+const DELAY_RELEASE_LOCK = 770203
+const DELAY_OPTIONS = '-c search_path=dlock_delay_node,public'
 const DELAY_SQL = `
-CREATE SCHEMA IF NOT EXISTS dlock_delay;
-CREATE OR REPLACE FUNCTION dlock_delay.dlock_renew(key text, holder text, ttl interval, token bigint)
+CREATE SCHEMA IF NOT EXISTS dlock_delay_node;
+CREATE OR REPLACE FUNCTION dlock_delay_node.dlock_renew(key text, holder text, ttl interval, token bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(${DELAY_LOCK});
     RETURN public.dlock_renew(key, holder, ttl, token);
+END $$;
+CREATE OR REPLACE FUNCTION dlock_delay_node.dlock_release(key text, holder text, token bigint)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(${DELAY_RELEASE_LOCK});
+    RETURN public.dlock_release(key, holder, token);
 END $$;`
 
 const holderName = () => `app-${crypto.randomBytes(4).toString('hex')}`
@@ -199,6 +207,32 @@ module.exports = function promisesTests(db, app) {
     assert.equal(await first.release(), false)
     const again = await dlock.acquire(app, k, { ttl: 3, holder })
     assert.equal(await again.release(), true)
+  })
+
+  test('the same holder: refused until the first lease\'s release is answered', async () => {
+    await db.query(DELAY_SQL)
+    const holder = holderName()
+    const k = key()
+    const delayed = pool(DSN, { options: DELAY_OPTIONS })
+    const blocker = await app.connect()
+    let releasing
+    try {
+      await blocker.query('SELECT pg_advisory_lock($1)', [DELAY_RELEASE_LOCK])
+      const first = await dlock.acquire(delayed, k, { ttl: 30, holder })
+      releasing = first.release()
+      assert.ok(await waitUntil(async () => (await db.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%dlock_release(%'")).rows[0].n > 0,
+      WAIT), 'the release was not held back')
+      await assert.rejects(dlock.acquire(app, k, { ttl: 30, holder }), dlock.HolderInUseError)
+      await blocker.query('SELECT pg_advisory_unlock($1)', [DELAY_RELEASE_LOCK])
+      assert.equal(await releasing, true)
+      assert.equal(await holderOf(db, k), null)
+    } finally {
+      await blocker.query('SELECT pg_advisory_unlock_all()')
+      await releasing
+      blocker.release()
+      await delayed.end()
+    }
   })
 
   // ---------------------------------------------------------------------

@@ -30,18 +30,26 @@ from conftest import holder_of, log_records, wait_until
 
 WAIT = 120.0
 
-# a dlock_renew that first waits for an advisory lock the test holds, then
-# renews: in front of the real one for a connection whose search_path
-# starts with dlock_delay (a renewal whose answer comes late)
+# a dlock_renew (dlock_release) that first waits for an advisory lock the
+# test holds, then renews (releases): in front of the real one for a
+# connection whose search_path starts with dlock_delay_py (an answer that
+# comes late)
 DELAY_LOCK = 770101
-DELAY_OPTIONS = "-c search_path=dlock_delay,public"
+DELAY_RELEASE_LOCK = 770103
+DELAY_OPTIONS = "-c search_path=dlock_delay_py,public"
 DELAY_SQL = f"""
-CREATE SCHEMA IF NOT EXISTS dlock_delay;
-CREATE OR REPLACE FUNCTION dlock_delay.dlock_renew(key text, holder text, ttl interval, token bigint)
+CREATE SCHEMA IF NOT EXISTS dlock_delay_py;
+CREATE OR REPLACE FUNCTION dlock_delay_py.dlock_renew(key text, holder text, ttl interval, token bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared({DELAY_LOCK});
     RETURN public.dlock_renew(key, holder, ttl, token);
+END $$;
+CREATE OR REPLACE FUNCTION dlock_delay_py.dlock_release(key text, holder text, token bigint)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared({DELAY_RELEASE_LOCK});
+    RETURN public.dlock_release(key, holder, token);
 END $$;
 """
 
@@ -204,6 +212,30 @@ def test_same_holder_refused_while_the_first_is_lost_but_not_released(dsn, db, k
             dlock.lease(dsn, key, ttl=3, holder=holder).acquire()
     with dlock.lease(dsn, key, ttl=3, holder=holder) as again:
         assert again.token > first.token
+
+
+def test_same_holder_refused_until_the_first_release_is_answered(dsn, db, key):
+    """While the first lease's release is under way (its answer held back
+    on the server), the key is still the first's: a second is refused."""
+    db.execute(DELAY_SQL)
+    holder = _holder()
+    blocker = psycopg.connect(dsn, autocommit=True)
+    blocker.execute("SELECT pg_advisory_lock(%s)", (DELAY_RELEASE_LOCK,))
+    first = dlock.lease(dsn, key, ttl=30, holder=holder, options=DELAY_OPTIONS).acquire()
+    t = threading.Thread(target=first.release)
+    t.start()
+    try:
+        assert wait_until(lambda: db.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            "   AND query LIKE '%%dlock_release(%%' AND pid <> pg_backend_pid()").fetchone()[0] > 0, WAIT), \
+            "the release was not held back"
+        with pytest.raises(dlock.HolderInUse):
+            dlock.lease(dsn, key, ttl=30, holder=holder).acquire()
+    finally:
+        blocker.close()
+        t.join(WAIT)
+    assert first.released is True
+    assert holder_of(db, key) is None
 
 
 # ---------------------------------------------------------------------------
