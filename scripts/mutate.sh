@@ -234,6 +234,8 @@ client-py-refused-fence-not-loss@clients/python/src/dlock/_lease.py@            
 client-py-loss-from-answer@clients/python/src/dlock/_core.py@                self.deadline = sent + self.ttl@                self.deadline = now() + self.ttl@clients
 client-py-refused-renewal-not-loss@clients/python/src/dlock/_core.py@                self._lose("the server refused the renewal (expired, released or taken over)")\n                return@                next_at = sent + self.period@clients
 client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost_reason = str(exc)\n        self.lost.set()@        self.lost_reason = str(exc)@clients
+client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients
+client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients
 EOF
 )
 

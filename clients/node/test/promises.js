@@ -23,12 +23,13 @@ const { env, pool, sleep, waitUntil, key, server, holderOf, logRecords } = requi
 const WAIT = 120000
 const DSN = env('DLOCK_TEST_DSN')
 
-// a dlock_renew (dlock_release) that first waits for an advisory lock the
+// a dlock_renew (dlock_acquire, dlock_release) that first waits for an advisory lock the
 // test holds, then renews (releases): in front of the real one for a
 // connection whose search_path starts with dlock_delay_node (an answer that
 // comes late)
 const DELAY_LOCK = 770201
 const DELAY_RELEASE_LOCK = 770203
+const DELAY_ACQUIRE_LOCK = 770204
 const DELAY_OPTIONS = '-c search_path=dlock_delay_node,public'
 const DELAY_SQL = `
 CREATE SCHEMA IF NOT EXISTS dlock_delay_node;
@@ -37,6 +38,12 @@ RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(${DELAY_LOCK});
     RETURN public.dlock_renew(key, holder, ttl, token);
+END $$;
+CREATE OR REPLACE FUNCTION dlock_delay_node.dlock_acquire(key text, holder text, ttl interval, wait interval)
+RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(${DELAY_ACQUIRE_LOCK});
+    RETURN public.dlock_acquire(key, holder, ttl, wait);
 END $$;
 CREATE OR REPLACE FUNCTION dlock_delay_node.dlock_release(key text, holder text, token bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -354,6 +361,38 @@ module.exports = function promisesTests(db, app) {
         assert.equal(await lease.release(), true)
       }
     } finally {
+      blocker.release()
+      await delayed.end()
+    }
+  })
+
+  test('the first deadline is counted from the sending of an acquire whose answer comes late', async () => {
+    await db.query(DELAY_SQL)
+    const ttl = 600 // an answer later than ttl/6 is followed by a renewal, whose sending counts
+    const delayed = pool(DSN, { options: DELAY_OPTIONS })
+    const blocker = await app.connect()
+    const k = key()
+    let taking
+    try {
+      await blocker.query('SELECT pg_advisory_lock($1)', [DELAY_ACQUIRE_LOCK])
+      taking = dlock.acquire(delayed, k, { ttl })
+      taking.catch(() => {})
+      assert.ok(await waitUntil(async () => (await db.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%dlock_acquire(%'")).rows[0].n > 0,
+      WAIT), 'the acquire was not held back')
+      const sentBefore = performance.now() // the acquire was sent before this
+      await sleep(500) // its answer comes later than that (whatever the delay)
+      await blocker.query('SELECT pg_advisory_unlock($1)', [DELAY_ACQUIRE_LOCK])
+      const lease = await taking
+      try {
+        assert.ok(lease.deadline <= sentBefore + ttl * 1000,
+          'the first deadline was counted from the acquire\'s answer, not from its sending')
+      } finally {
+        assert.equal(await lease.release(), true)
+      }
+    } finally {
+      await blocker.query('SELECT pg_advisory_unlock_all()')
+      await (taking || Promise.resolve()).catch(() => {})
       blocker.release()
       await delayed.end()
     }

@@ -30,12 +30,13 @@ from conftest import holder_of, log_records, wait_until
 
 WAIT = 120.0
 
-# a dlock_renew (dlock_release) that first waits for an advisory lock the
+# a dlock_renew (dlock_acquire, dlock_release) that first waits for an advisory lock the
 # test holds, then renews (releases): in front of the real one for a
 # connection whose search_path starts with dlock_delay_py (an answer that
 # comes late)
 DELAY_LOCK = 770101
 DELAY_RELEASE_LOCK = 770103
+DELAY_ACQUIRE_LOCK = 770104
 DELAY_OPTIONS = "-c search_path=dlock_delay_py,public"
 DELAY_SQL = f"""
 CREATE SCHEMA IF NOT EXISTS dlock_delay_py;
@@ -44,6 +45,12 @@ RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared({DELAY_LOCK});
     RETURN public.dlock_renew(key, holder, ttl, token);
+END $$;
+CREATE OR REPLACE FUNCTION dlock_delay_py.dlock_acquire(key text, holder text, ttl interval, wait interval)
+RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared({DELAY_ACQUIRE_LOCK});
+    RETURN public.dlock_acquire(key, holder, ttl, wait);
 END $$;
 CREATE OR REPLACE FUNCTION dlock_delay_py.dlock_release(key text, holder text, token bigint)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -399,4 +406,45 @@ def test_loss_counted_from_the_sending_of_a_late_renewal(dsn, db, key, api):
     assert not lost
     assert deadline <= seen["sent_before"] + ttl, \
         "the deadline was counted from the renewal's answer, not from its sending"
+    assert holder_of(db, key) is None
+
+
+@pytest.mark.parametrize("api", ["blocking", "asyncio"])
+def test_loss_counted_from_the_sending_of_a_late_acquire(dsn, db, key, api):
+    """An acquire whose answer is held back (less than ttl/6, so no renewal
+    follows it): the first deadline is the acquire's sending + ttl."""
+    db.execute(DELAY_SQL)
+    ttl = 600.0  # an answer later than ttl/6 is followed by a renewal, whose sending counts
+    blocker = psycopg.connect(dsn, autocommit=True)
+    blocker.execute("SELECT pg_advisory_lock(%s)", (DELAY_ACQUIRE_LOCK,))
+    out: Dict[str, Any] = {}
+
+    def take() -> None:
+        try:
+            if api == "blocking":
+                with dlock.lease(dsn, key, ttl=ttl, options=DELAY_OPTIONS) as lease:
+                    out["deadline"] = lease.deadline
+            else:
+                async def main() -> None:
+                    async with dlock.aio.lease(dsn, key, ttl=ttl, options=DELAY_OPTIONS) as lease:
+                        out["deadline"] = lease.deadline
+                asyncio.run(main())
+        except BaseException as exc:
+            out["error"] = exc
+
+    t = threading.Thread(target=take)
+    t.start()
+    try:
+        assert wait_until(lambda: db.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            "   AND query LIKE '%%dlock_acquire(%%' AND pid <> pg_backend_pid()").fetchone()[0] > 0, WAIT), \
+            "the acquire was not held back"
+        sent_before = time.monotonic()  # the acquire was sent before this
+        time.sleep(0.5)  # its answer comes later than that (whatever the delay)
+    finally:
+        blocker.close()
+        t.join(WAIT)
+    assert "error" not in out, out
+    assert out["deadline"] <= sent_before + ttl, \
+        "the first deadline was counted from the acquire's answer, not from its sending"
     assert holder_of(db, key) is None
