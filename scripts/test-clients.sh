@@ -11,8 +11,10 @@
 # DLOCK_CLIENTS_NO_BUILD=1: scripts/test.sh has just done it), copies
 # clients/ under /tmp (nothing is written into the checkout) and starts:
 #   - a throwaway cluster (PostgreSQL as postgres, shared_preload_libraries
-#     = 'dlock', log_statement = 'all': the tests read the log to show that
-#     nothing is renewed after a loss);
+#     = 'dlock', log_statement = 'all' and each line's virtual transaction
+#     id, `vxid=%v`: the tests read the log to show that nothing is renewed
+#     after a loss, that renewals go on while the application's pool is
+#     busy, and that a fenced write runs in its fence's transaction);
 #   - pgbouncer (as postgres) in front of it, pool_mode = transaction,
 #     default_pool_size = 2.
 # Then, one after the other (the tests stop and restart the server):
@@ -147,7 +149,8 @@ else
     tar -C "$SRC" --exclude=node_modules --exclude=build -cf - clients | tar -C "$WORK/src" -xf -
 fi
 
-dlock_cluster_start "$WORK/cluster" auto "log_statement = 'all'" "max_connections = 100" ||
+dlock_cluster_start "$WORK/cluster" auto "log_statement = 'all'" "max_connections = 100" \
+        "log_line_prefix = '%m [%p] %qvxid=%v %a '" ||
     fail_early "starting the test cluster"
 trap cleanup EXIT   # dlock_cluster_start installed its own EXIT trap: ours calls it too
 dlock_psql -qc 'CREATE EXTENSION dlock' || fail_early "CREATE EXTENSION dlock"

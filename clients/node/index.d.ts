@@ -1,7 +1,12 @@
 // Types of pg-dlock (dlock from Node.js).
 import type { Pool, PoolClient, Client, QueryResult } from 'pg'
 
-/** A pg.Pool, or one per host, tried in order. */
+/**
+ * A pg.Pool, or one per host, tried in order.  Leases (acquire, renewal,
+ * release) and claim loops' renewals run on connections of their own, made
+ * with each pool's settings (new pool.Client(pool.options)), never taken
+ * from the pool; claims, completions and lease.query use the pool.
+ */
 export type Pools = Pool | Pool[]
 
 export interface LeaseOptions<L = Lease> {
@@ -9,7 +14,11 @@ export interface LeaseOptions<L = Lease> {
   ttl?: number
   /** seconds to wait for the key; default 0 */
   wait?: number
-  /** default HOST:PID:RANDOM, unique to this lease */
+  /**
+   * default HOST:PID:RANDOM, unique to this lease.  One lease object per key
+   * and holder in the process: a second one rejects with HolderInUseError
+   * until the first is released.
+   */
   holder?: string
   /** cancels a waiting acquire; aborts the lease's signal later on */
   signal?: AbortSignal
@@ -109,4 +118,6 @@ export declare class DlockError extends Error {}
 export declare class NotAcquiredError extends DlockError { code: 'DLOCK_NOT_ACQUIRED' }
 export declare class LeaseLostError extends DlockError { code: 'DLOCK_LEASE_LOST' }
 export declare class TimeoutError extends DlockError { code: 'DLOCK_TIMEOUT' }
+/** A lease of this process (acquiring, held, or lost but not yet released) has this key with this holder. */
+export declare class HolderInUseError extends DlockError { code: 'DLOCK_HOLDER_IN_USE' }
 export declare const version: string

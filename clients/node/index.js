@@ -20,5 +20,6 @@ module.exports = {
   NotAcquiredError: core.NotAcquiredError,
   LeaseLostError: core.LeaseLostError,
   TimeoutError: core.TimeoutError,
+  HolderInUseError: core.HolderInUseError,
   version: require('./package.json').version,
 }

@@ -1,6 +1,8 @@
 'use strict'
 // lib/claims.js - the claim loop: `for await (const batch of claims(...))`,
-// each batch's claims renewed in the background while the loop body works.
+// each batch's claims renewed in the background while the loop body works,
+// on a connection of the loop's own (made with the pool's settings, never
+// taken from it: the application's queries cannot hold a renewal up).
 
 const core = require('./core')
 const { now, Caller, Keeper, LeaseLostError } = core
@@ -107,12 +109,20 @@ async function* claims(pool, table, holder, opts) {
     holder,
     ttl: core.seconds(o.ttl === undefined ? 30 : o.ttl, 'ttl'),
     caller: new Caller(pool),
-    renewCaller: new Caller(pool),
+    renewCaller: Caller.own(pool), // the keepers' (see lib/core.js OwnConnection)
     onLost: o.onLost,
     table: null,
     sql: null,
   }
   const poll = core.seconds(o.poll === undefined ? 1 : o.poll, 'poll')
+  try {
+    yield* claimLoop(loop, table, holder, n, poll, o)
+  } finally {
+    loop.renewCaller.close(true)
+  }
+}
+
+async function* claimLoop(loop, table, holder, n, poll, o) {
   const budget = Math.max(loop.ttl, 30) * 1000
   const signal = o.signal
   const res = await loop.caller.retrying(DESCRIBE, [table], budget)

@@ -1,9 +1,13 @@
 'use strict'
 // lib/core.js - what leases and claims share: errors, bounded calls over
-// the caller's pools, and the Keeper that renews every ttl/3 and declares
-// the loss when the server says no, or when ttl has passed (on the
-// monotonic clock) since the sending of the last renewal the server
-// confirmed: the rule of `dlock run`.  No call outlasts that moment.
+// the caller's pools or over connections of the client's own
+// (OwnConnection: made with a pool's settings, never taken from it, so that
+// the application's queries cannot hold a renewal up), the registry of the
+// (key, holder) pairs this process holds (one lease object per pair), and
+// the Keeper that renews every ttl/3 and declares the loss when the server
+// says no, or when ttl has passed (on the monotonic clock) since the
+// sending of the last renewal the server confirmed: the rule of `dlock
+// run`.  No call outlasts that moment.
 
 const os = require('os')
 const crypto = require('crypto')
@@ -39,6 +43,18 @@ class LeaseLostError extends DlockError {
     super(message)
     this.name = 'LeaseLostError'
     this.code = 'DLOCK_LEASE_LOST'
+  }
+}
+
+// A lease of this process (acquiring, held, or lost but not yet released)
+// already has this key with this holder: the server would give a second
+// acquire by the same holder the same token, and two blocks would each
+// believe they hold the key alone.
+class HolderInUseError extends DlockError {
+  constructor(message) {
+    super(message)
+    this.name = 'HolderInUseError'
+    this.code = 'DLOCK_HOLDER_IN_USE'
   }
 }
 
@@ -144,6 +160,83 @@ function sendCancel(client) {
 
 const noop = () => {}
 
+// The (key, holder) pairs of this process's leases, from the start of their
+// acquire to the end of their release: one lease object per pair.  Shared
+// by every copy of this module loaded in the process.
+const HOLDING_SLOT = Symbol.for('pg-dlock.holding')
+const HOLDING = globalThis[HOLDING_SLOT] || (globalThis[HOLDING_SLOT] = new Map())
+
+// Takes every (key, holder) pair of keys for one lease object, or throws
+// HolderInUseError (taking none) if a lease of this process has one of
+// them; returns the function that gives them back.
+function reserve(keys, holder, label) {
+  const pairs = keys.map((k) => JSON.stringify([k, holder]))
+  const i = pairs.findIndex((p) => HOLDING.has(p))
+  if (i >= 0) {
+    throw new HolderInUseError(`${label}: holder ${JSON.stringify(holder)} already has key ` +
+      `${JSON.stringify(keys[i])} in a lease of this process (acquiring, held or not yet released); ` +
+      'the server would give both the same token: use another holder, or wait for that release')
+  }
+  const mine = {}
+  for (const p of pairs) HOLDING.set(p, mine)
+  return () => {
+    for (const p of pairs) if (HOLDING.get(p) === mine) HOLDING.delete(p)
+  }
+}
+
+// A connection of the client's own, made with a pool's settings (as the
+// pool makes its clients: new pool.Client(pool.options); not its 'connect'
+// listeners) but never taken from the pool nor given to it: what a lease
+// acquires, renews and releases on, and what a claim loop renews on, so
+// that the application's queries holding every client of its pool never
+// hold a renewal up.  It offers a pool's connect() to Caller: the client
+// given back without an error is kept for the next call; given back with
+// one (or timed out), it is closed, and the next call makes a new one.
+class OwnConnection {
+  constructor(pool) {
+    if (!pool || typeof pool.Client !== 'function' || !pool.options || typeof pool.options !== 'object') {
+      throw new TypeError('pool must be a pg.Pool (or an array of them, one per host)')
+    }
+    this._pool = pool
+    this._client = null // the current client
+    this._ready = null // the promise of it, connected
+    this._closed = false
+  }
+
+  connect() {
+    if (this._closed) return Promise.reject(new DlockError('the connection of the lease is closed'))
+    if (!this._ready) {
+      const client = new this._pool.Client(this._pool.options)
+      client.on('error', noop) // reported through the query; the client is dropped
+      client._dlockListening = true
+      client.release = (err) => {
+        if (err) this._drop(client)
+      }
+      this._client = client
+      this._ready = client.connect().then(() => client, (err) => {
+        this._drop(client)
+        throw err
+      })
+    }
+    return this._ready
+  }
+
+  _drop(client) {
+    if (this._client === client) {
+      this._client = null
+      this._ready = null
+    }
+    client.end().catch(noop)
+  }
+
+  // closes the connection (a hung statement on it too); forGood: no other
+  // is made after
+  close(forGood = false) {
+    if (forGood) this._closed = true
+    if (this._client) this._drop(this._client)
+  }
+}
+
 // Calls over the caller's pools (one pool, or one per host to try in
 // order): each call checks a client out, runs one statement, gives the
 // client back; a call that fails for the connection's sake drops its
@@ -156,6 +249,20 @@ class Caller {
     }
     this.pools = list
     this.i = 0
+  }
+
+  // calls over connections of the client's own, one per pool of pools
+  // (made with its settings, never taken from it)
+  static own(pools) {
+    const list = Array.isArray(pools) ? pools : [pools]
+    if (list.length === 0) throw new TypeError('pool must be a pg.Pool (or an array of them, one per host)')
+    return new Caller(list.map((p) => new OwnConnection(p)))
+  }
+
+  // closes the connections of the client's own (Caller.own); forGood: no
+  // call is made after
+  close(forGood = false) {
+    for (const p of this.pools) if (p instanceof OwnConnection) p.close(forGood)
   }
 
   async call(text, values, deadline, { signal, cancel = false } = {}) {
@@ -302,6 +409,9 @@ module.exports = {
   NotAcquiredError,
   LeaseLostError,
   TimeoutError,
+  HolderInUseError,
+  reserve,
+  OwnConnection,
   retryable,
   seconds,
   interval,

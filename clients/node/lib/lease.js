@@ -1,11 +1,14 @@
 'use strict'
 // lib/lease.js - acquire(), withLease() and the Lease they give (a lease,
 // a semaphore's slot or a shared lease), acquireAll(), withLeases() and the
-// Leases they give (several keys, all or none): renewed every ttl/3 in the
-// background, their `signal` aborted when lost, released with their tokens.
+// Leases they give (several keys, all or none): acquired, renewed every
+// ttl/3 in the background and released with their tokens on a connection of
+// their own (made with the pool's settings, never taken from the pool), their
+// `signal` aborted when lost.  One lease object per key and holder in the
+// process (HolderInUseError).
 
 const core = require('./core')
-const { now, Caller, Keeper, NotAcquiredError, LeaseLostError, DlockError, retryable } = core
+const { now, Caller, Keeper, NotAcquiredError, LeaseLostError, DlockError, retryable, reserve } = core
 const { Target } = require('./target')
 
 function isPool(x) {
@@ -15,7 +18,9 @@ function isPool(x) {
 
 // What Lease and Leases share: renewal, loss, fenced queries, release.
 class Held {
-  constructor(caller, target, holder, ttl, tokens, sent, onLost) {
+  // caller: the lease's own connection (Caller.own), closed for good after
+  // the release; unreserve: gives its (key, holder) pairs back
+  constructor(caller, target, holder, ttl, tokens, sent, onLost, unreserve) {
     this.holder = holder
     this.ttl = ttl
     this.released = null
@@ -28,6 +33,7 @@ class Held {
     this._onLost = onLost
     this._done = false
     this._releasing = null
+    this._unreserve = unreserve
     this._keeper = new Keeper(ttl * 1000, sent, (deadline, signal) => this._renew(deadline, signal),
       (err) => this._lose(err))
     this._keeper.start()
@@ -42,6 +48,7 @@ class Held {
   _lose(err) {
     this.lostReason = err.message
     this._ctl.abort(err)
+    this._caller.close() // nothing is renewed after; the release makes another
     if (this._onLost) this._onLost(this, err)
   }
 
@@ -128,6 +135,17 @@ class Held {
 
   async _release() {
     this._done = true
+    try {
+      await this._releaseCall()
+    } finally {
+      this._caller.close(true)
+      this._unreserve() // only now: another lease of this holder would get this token
+    }
+    if (!this.signal.aborted) this._ctl.abort(new LeaseLostError(`${this._target.label} released`))
+    return this.released
+  }
+
+  async _releaseCall() {
     await this._keeper.stop()
     const deadline = Math.max(this._keeper.deadline, now() + 2000)
     for (;;) {
@@ -144,16 +162,14 @@ class Held {
         await core.sleep(200)
       }
     }
-    if (!this.signal.aborted) this._ctl.abort(new LeaseLostError(`${this._target.label} released`))
-    return this.released
   }
 }
 
 // A lease on one key: a lease, one of `slots` places of a counting
 // semaphore, or a shared lease.
 class Lease extends Held {
-  constructor(caller, target, holder, ttl, tokens, sent, onLost) {
-    super(caller, target, holder, ttl, tokens, sent, onLost)
+  constructor(caller, target, holder, ttl, tokens, sent, onLost, unreserve) {
+    super(caller, target, holder, ttl, tokens, sent, onLost, unreserve)
     this.key = target.keys[0]
     this.slots = target.slots
     this.shared = target.shared
@@ -164,8 +180,8 @@ class Lease extends Held {
 // Several keys, all or none: each an ordinary lease with its own token;
 // lost as soon as any of them is.
 class Leases extends Held {
-  constructor(caller, target, holder, ttl, tokens, sent, onLost) {
-    super(caller, target, holder, ttl, tokens, sent, onLost)
+  constructor(caller, target, holder, ttl, tokens, sent, onLost, unreserve) {
+    super(caller, target, holder, ttl, tokens, sent, onLost, unreserve)
     this.keys = target.unique.slice()
     this.tokens = Object.fromEntries(target.unique.map((k, i) => [k, tokens[i]]))
   }
@@ -193,10 +209,24 @@ async function forget(caller, target, holder) {
   }
 }
 
-// acquires target and gives a Kind (Lease or Leases) holding it
+// acquires target and gives a Kind (Lease or Leases) holding it, on a
+// connection of its own (Caller.own): if that cannot be opened, the acquire
+// fails as on any connection failure (tried again while wait lasts, once at
+// least) and nothing is held; the application's pool is never used instead.
 async function take(pool, target, opts, Kind) {
   const o = leaseOptions(opts)
-  const caller = new Caller(pool)
+  const caller = Caller.own(pool)
+  const unreserve = reserve(target.unique, o.holder, target.label)
+  try {
+    return await takeOn(caller, target, o, Kind, unreserve)
+  } catch (err) {
+    caller.close(true)
+    unreserve()
+    throw err
+  }
+}
+
+async function takeOn(caller, target, o, Kind, unreserve) {
   const start = now()
   const waitEnd = start + o.wait * 1000
   let tries = 0
@@ -232,7 +262,7 @@ async function take(pool, target, opts, Kind) {
     const ok = await caller.value(text, values, sent + o.ttl * 1000)
     if (ok !== true) throw new LeaseLostError(`${target.label} was lost before it could be used`)
   }
-  const lease = new Kind(caller, target, o.holder, o.ttl, tokens, sent, o.onLost)
+  const lease = new Kind(caller, target, o.holder, o.ttl, tokens, sent, o.onLost, unreserve)
   if (o.signal) {
     // the caller's signal ends the work too: abort the lease's signal
     const onAbort = () => {

@@ -96,6 +96,7 @@ test('lost by dlock_force_release: signal aborted within the ttl, nothing renewe
     assert.ok(Date.now() - forced <= ttl * 1000 + SLACK)
     assert.equal(lease.lost, true)
     assert.equal(lost.length, 1)
+    assert.match(lease.lostReason, /refused/) // at the refusal, not at the deadline
     assert.throws(() => lease.check(), dlock.LeaseLostError)
     await assert.rejects(lease.query(app, "INSERT INTO guarded VALUES ($1, 0, 'late')", [k]), dlock.LeaseLostError)
     const n = await db.query('SELECT count(*)::int AS n FROM guarded WHERE key = $1', [k])
@@ -311,5 +312,7 @@ test('claims: every row completed once across two workers, one killed mid-batch'
   }
 })
 
-// semaphores, shared leases, several keys at once (test/shapes.js)
+// semaphores, shared leases, several keys at once (test/shapes.js); the
+// client's own promises (test/promises.js)
 require('./shapes')(db, app)
+require('./promises')(db, app)

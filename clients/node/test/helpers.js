@@ -68,9 +68,33 @@ const server = {
   },
 }
 
+// The statements of a piece of the server's log (log_line_prefix
+// '%m [%p] %qvxid=%v %a ', set by scripts/test-clients.sh), in order:
+// { pid, vxid (the virtual transaction id: one per transaction), text (the
+// statement), detail (its parameters, if any) }; a DETAIL line belongs to
+// the record of its pid before it.
+function logRecords(text) {
+  const out = []
+  const last = new Map()
+  for (const line of text.split('\n')) {
+    const m = /^\S+ \S+ \S+ \[(\d+)\] vxid=(\S*) .*?(LOG|DETAIL|ERROR|STATEMENT|HINT|CONTEXT): {2}(.*)$/.exec(line)
+    if (!m) continue
+    const [, pid, vxid, level, rest] = m
+    const s = /^(statement|execute [^:]*): (.*)$/.exec(rest)
+    if (level === 'LOG' && s) {
+      const rec = { pid, vxid, text: s[2], detail: '' }
+      out.push(rec)
+      last.set(pid, rec)
+    } else if (level === 'DETAIL' && last.has(pid)) {
+      last.get(pid).detail += rest
+    }
+  }
+  return out
+}
+
 async function holderOf(db, k) {
   const r = await db.query('SELECT holder, token FROM dlock_locks WHERE key = $1', [k])
   return r.rows.length ? [r.rows[0].holder, r.rows[0].token] : null
 }
 
-module.exports = { env, config, pool, sleep, waitUntil, key, server, holderOf }
+module.exports = { env, config, pool, sleep, waitUntil, key, server, holderOf, logRecords }

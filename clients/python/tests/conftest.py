@@ -10,10 +10,11 @@ scripts/test-clients.sh, which passes it in the environment:
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 import uuid
-from typing import Callable, Iterator
+from typing import Callable, Dict, Iterator, List
 
 import psycopg
 import pytest
@@ -109,3 +110,30 @@ def wait_until(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> 
 def holder_of(db: psycopg.Connection, key: str):
     row = db.execute("SELECT holder, token FROM dlock_locks WHERE key = %s", (key,)).fetchone()
     return row
+
+
+# A line of the test server's log (log_line_prefix '%m [%p] %qvxid=%v %a ',
+# set by scripts/test-clients.sh): its pid, its virtual transaction id and
+# its level; a DETAIL line (the parameters of a statement) belongs to the
+# record of its pid before it.
+_LINE = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] vxid=(\S*) .*?(LOG|DETAIL|ERROR|STATEMENT|HINT|CONTEXT):  (.*)$")
+
+
+def log_records(text: str) -> List[Dict[str, str]]:
+    """The statements of a piece of the server's log, in order: dicts of
+    pid, vxid (the virtual transaction id: one per transaction), text (the
+    statement) and detail (its parameters, if any)."""
+    out: List[Dict[str, str]] = []
+    last: Dict[str, Dict[str, str]] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        pid, vxid, level, rest = m.groups()
+        if level == "LOG" and re.match(r"(statement|execute [^:]*): ", rest):
+            rec = {"pid": pid, "vxid": vxid, "text": rest.split(": ", 1)[1], "detail": ""}
+            out.append(rec)
+            last[pid] = rec
+        elif level == "DETAIL" and pid in last:
+            last[pid]["detail"] += rest
+    return out

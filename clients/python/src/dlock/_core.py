@@ -8,6 +8,11 @@ thin layer over dlock's SQL functions; the rules it adds are the client's:
   server-side prepared statements (so that they work behind pgbouncer in
   transaction mode), made again after any error, so that a multi-host
   conninfo reaches whichever server answers now.
+* One lease object per (key, holder) pair in the process, from the start of
+  its acquire to the end of its release (`reserve`): the server gives a
+  second acquire by the same holder the same token, so a second lease
+  object of the pair is refused with `HolderInUse`, whatever its shape or
+  API (blocking or asyncio) and from whichever thread.
 * `Keeper` renews every ttl/3 and declares the lease (or claims) lost when
   the server says no, or when ttl has passed on the monotonic clock since
   the sending of the last renewal the server confirmed (the server set the
@@ -31,7 +36,7 @@ from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
 from ._target import Target
-from .errors import DatabaseError, Error, LeaseLost, NotAcquired
+from .errors import DatabaseError, Error, HolderInUse, LeaseLost, NotAcquired
 
 log = logging.getLogger("dlock")
 
@@ -57,6 +62,36 @@ def seconds(value: Seconds, name: str, positive: bool = True) -> float:
     if s < 0 or (positive and s == 0):
         raise ValueError(f"{name} must be {'more than' if positive else 'at least'} 0")
     return s
+
+
+# The (key, holder) pairs of this process's leases, acquiring or held until
+# their release ends: one lease object per pair.
+_holding: Dict[Tuple[str, str], object] = {}
+_holding_lock = threading.Lock()
+
+
+def reserve(keys: Sequence[str], holder: str, label: str) -> Callable[[], None]:
+    """Take every (key, holder) pair of keys for one lease object, or raise
+    `HolderInUse` (taking none) if a lease of this process has one of them;
+    returns the function that gives them back."""
+    pairs = [(k, holder) for k in keys]
+    mine = object()
+    with _holding_lock:
+        for k, h in pairs:
+            if (k, h) in _holding:
+                raise HolderInUse(
+                    f"{label}: holder {h!r} already has key {k!r} in a lease of this process "
+                    "(acquiring, held or not yet released); the server would give both the same "
+                    "token: use another holder, or wait for that release")
+        for p in pairs:
+            _holding[p] = mine
+
+    def unreserve() -> None:
+        with _holding_lock:
+            for p in pairs:
+                if _holding.get(p) is mine:
+                    del _holding[p]
+    return unreserve
 
 
 def default_holder() -> str:
@@ -351,6 +386,16 @@ class LeaseState:
         self._conn = Conn(conninfo, connect_kwargs)
         self._keeper: Optional[Keeper] = None
         self._done = False
+        self._unreserve: Callable[[], None] = lambda: None
+
+    def _reserve(self) -> None:
+        """Take the lease's (key, holder) pairs in the process, or raise
+        `HolderInUse`; given back by `_unreserved` once released."""
+        self._unreserve = reserve(self._target.unique, self.holder, self._target.label)
+
+    def _unreserved(self) -> None:
+        unreserve, self._unreserve = self._unreserve, lambda: None
+        unreserve()
 
     def _lose(self, exc: LeaseLost) -> None:
         self.lost_reason = str(exc)

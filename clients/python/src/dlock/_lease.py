@@ -35,12 +35,17 @@ class _Held(_core.LeaseState):
     def _acquire(self) -> None:
         if self._loop is not None or self._done:
             raise Error(f"a {type(self).__name__} is acquired once; make a new one")
-        self._loop = LoopThread(f"dlock {self._target.label}")
+        self._reserve()
         try:
-            self._loop.run(self._start())
+            self._loop = LoopThread(f"dlock {self._target.label}")
+            try:
+                self._loop.run(self._start())
+            except BaseException:
+                self._loop.stop()
+                self._done = True
+                raise
         except BaseException:
-            self._loop.stop()
-            self._done = True
+            self._unreserved()
             raise
 
     async def _start(self) -> None:
@@ -70,6 +75,7 @@ class _Held(_core.LeaseState):
                                        keeper.deadline)
         finally:
             await self._conn.close()
+            self._unreserved()  # only now: another lease of this holder would get this token
 
     def __exit__(self, exc_type: Optional[Type[BaseException]],
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:

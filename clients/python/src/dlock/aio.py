@@ -37,12 +37,14 @@ class _Held(_core.LeaseState):
         if self._started:
             raise Error(f"a {type(self).__name__} is acquired once; make a new one")
         self._started = True
+        self._reserve()
         try:
             tokens, sent = await _core.acquire(self._conn, self._target, self.holder,
                                                self.ttl, self.wait)
         except BaseException:
             self._done = True
             await self._conn.close()
+            self._unreserved()
             raise
         self._held(tokens, sent)
 
@@ -65,6 +67,7 @@ class _Held(_core.LeaseState):
                                        keeper.deadline)
         finally:
             await self._conn.close()
+            self._unreserved()  # only now: another lease of this holder would get this token
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:

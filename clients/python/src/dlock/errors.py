@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["Error", "NotAcquired", "LeaseLost", "DatabaseError"]
+__all__ = ["Error", "NotAcquired", "LeaseLost", "HolderInUse", "DatabaseError"]
 
 
 class Error(Exception):
@@ -25,6 +25,14 @@ class NotAcquired(Error):
 
 class LeaseLost(Error):
     """The lease (or a claim) is lost: stop working on what it guards."""
+
+
+class HolderInUse(Error):
+    """A lease of this process (acquiring, held, or lost but not yet
+    released) already has this key with this holder.  The server gives a
+    second acquire by the same holder the same token, so two blocks would
+    each believe they hold the key alone: the client refuses the second
+    before any call.  Use another holder, or wait for the first release."""
 
 
 class DatabaseError(Error):
