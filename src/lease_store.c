@@ -40,6 +40,7 @@
 #include "utils/timestamp.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "wait_abandon.h"
 #include "compat.h"
@@ -267,6 +268,67 @@ dlock_lease_store_fetch_all(DlockStore *s, text *key, int *n)
 			return ls;
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/*
+ * Every version of key's rows that is committed and not deleted, or that
+ * another transaction in progress is writing (a dirty read): a palloc'd
+ * array in index order, its length in *n.  A version another transaction
+ * is writing comes back with uncommitted set and changing its writer; a
+ * committed version another transaction is updating, with changing set
+ * (see row_changed_by: a sweep's delete does not count).  A row being
+ * updated can so come back twice, as its committed version and as the new
+ * one.  This is what a decision about a semaphore's or shared leases' key
+ * reads (lease_read.c): their holders write their own rows without the
+ * key's lock (lease.c), and a grant must count those writes in progress.
+ */
+DlockLease *
+dlock_lease_store_fetch_pending(DlockStore *s, text *key, int *n)
+{
+	ScanKeyData skey[2];
+	int			nkeys = key_scankeys(s, key, false, skey);
+	int			size = 4;
+	DlockLease *ls = palloc(sizeof(DlockLease) * size);
+	SnapshotData dirty;
+	IndexScanDesc scan;
+
+	InitDirtySnapshot(dirty);
+	scan = dlock_index_beginscan(s->rel, s->idx, &dirty, nkeys);
+	index_rescan(scan, skey, nkeys, NULL, 0);
+	*n = 0;
+	while (index_getnext_slot(scan, ForwardScanDirection, s->slot))
+	{
+		DlockLease *l;
+
+		CHECK_FOR_INTERRUPTS();
+		if (*n == size)
+		{
+			size *= 2;
+			ls = repalloc(ls, sizeof(DlockLease) * size);
+		}
+		l = &ls[*n];
+		memset(l, 0, sizeof(*l));
+		if (TransactionIdIsValid(dirty.xmin))
+		{
+			l->uncommitted = true;
+			l->changing = dirty.xmin;
+		}
+		else if (TransactionIdIsValid(dirty.xmax))
+		{
+			HeapTuple	tup = ExecFetchSlotHeapTuple(s->slot, false, NULL);
+
+			/* an update in progress, not a sweep's delete */
+			if (!ItemPointerEquals(&tup->t_self, &tup->t_data->t_ctid))
+				l->changing = dirty.xmax;
+		}
+		slot_getallattrs(s->slot);
+		read_row(s, l);
+		unless_abandoned(l);
+		(*n)++;
+	}
+	index_endscan(scan);
+	ExecClearTuple(s->slot);
+	return ls;
 }
 
 static HeapTuple

@@ -30,6 +30,9 @@ typedef struct DlockLease
 	TransactionId changing;		/* another transaction in progress that
 								 * updated that version (a bulk release: see
 								 * lease.c), or InvalidTransactionId */
+	bool		uncommitted;	/* another transaction's write, not yet
+								 * committed (dlock_lease_store_fetch_pending
+								 * only): changing is that transaction */
 	text	   *abandoned_by;	/* an abandoned hand-over grant (reads as
 								 * free): its holder, else NULL */
 	Oid			abandoned_owner;	/* and its role */
@@ -58,6 +61,8 @@ extern bool dlock_lease_store_has_slots(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
 extern DlockLease *dlock_lease_store_fetch_all(DlockStore *s, text *key,
 											   int *n);
+extern DlockLease *dlock_lease_store_fetch_pending(DlockStore *s, text *key,
+												   int *n);
 
 extern void dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,
