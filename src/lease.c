@@ -159,7 +159,13 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		return DLOCK_ACQ_QUEUED;
 
 	dlock_lease_store_open(&s);
-	if (!woken)
+	/*
+	 * A lease's one row is read first without the lock (a busy key answers
+	 * at once, taking nothing); a semaphore's or shared leases' rows, which
+	 * can be many, are read once, under the key lock, which their grants
+	 * keep only for the decision.
+	 */
+	if (!woken && slots == 1)
 	{
 		st = dlock_lease_read_key(&s, key, holder, role, slots, false, &l,
 								  &now, &busy_until, &changing);
@@ -286,16 +292,46 @@ fetch_settled(DlockStore *s, text *key, int slot, const DlockKeyLock *kl,
 	}
 }
 
-/* the committed row of ls that holder holds (see lease_held_by), or -1 */
-static int
-held_row(const DlockLease *ls, int n, text *holder, Oid role,
-		 TimestampTz now, bool has_token, int64 token)
+/* What release, renew and validate look for among a key's rows. */
+typedef struct HeldScan
 {
-	for (int i = 0; i < n; i++)
-		if (!ls[i].uncommitted &&
-			lease_held_by(&ls[i], holder, role, now, has_token, token))
-			return i;
-	return -1;
+	text	   *holder;			/* the caller's holding: holder, role, */
+	Oid			role;
+	bool		has_token;		/* and token, if given */
+	int64		token;
+	TimestampTz now;
+	int			slot;			/* writes in progress waited for: of this
+								 * slot, or -1 none */
+	DlockLease *held;			/* the holding found, or NULL */
+	TransactionId busy;			/* a write in progress of slot */
+	ItemPointerData busy_tid;
+} HeldScan;
+
+static void
+held_scan_row(const DlockLease *l, void *arg)
+{
+	HeldScan   *h = arg;
+
+	if (TransactionIdIsValid(l->changing) && l->slot == h->slot &&
+		!TransactionIdIsValid(h->busy))
+	{
+		h->busy = l->changing;
+		h->busy_tid = l->tid;
+	}
+	if (!l->uncommitted && h->held == NULL &&
+		lease_held_by(l, h->holder, h->role, h->now, h->has_token, h->token))
+		h->held = dlock_lease_copy(l);
+}
+
+/* one pass over key's rows for *h (slot: see HeldScan) */
+static void
+held_scan(DlockStore *s, text *key, HeldScan *h, int slot)
+{
+	h->now = GetCurrentTimestamp();
+	h->slot = slot;
+	h->held = NULL;
+	h->busy = InvalidTransactionId;
+	dlock_lease_store_scan_pending(s, key, held_scan_row, h);
 }
 
 /*
@@ -314,45 +350,58 @@ holding_lock(text *key, const DlockLease *l)
 
 /*
  * Release, renew and validate share one shape: the lock of the holding,
- * then the decision on the latest row (of a semaphore: the holder's row).
- * The holder's row is read first, without a lock, to know which lock
- * guards it (the key's for a lease, its slot's otherwise) and to say "no"
- * without waiting; only the holder waits for the lock (so that a fenced
- * transaction finishes first).  Returns true with that lock held (in
- * *kl) and *l filled in when the holder holds the lease; false with the
- * lock given back otherwise.
+ * then the decision on the latest row of the holder.  The holder's row is
+ * read first, without a lock, to know which lock guards it (the key's
+ * for a lease, its slot's otherwise) and to say "no" without waiting;
+ * only the holder waits for the lock (so that a fenced transaction
+ * finishes first).  Under the lock the row is read again once no other
+ * transaction is writing it: a bulk release gives each lock back as soon
+ * as it has written (see dlock_lease_release_all), so a row can carry
+ * another transaction's uncommitted write although the lock is free; that
+ * transaction is waited for without the lock, as a holder of the lock
+ * would have been.  Returns true with that lock held (in *kl) and *l
+ * filled in when the holder holds the lease; false with the lock given
+ * back otherwise.
  */
 static bool
 lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 				bool has_token, int64 token, LOCKMODE mode, DlockLease *l,
 				TimestampTz *now, DlockKeyLock *kl)
 {
-	DlockLease *ls;
-	int			n;
-	int			i;
+	HeldScan	h;
 
+	h.holder = holder;
+	h.role = role;
+	h.has_token = has_token;
+	h.token = token;
 	for (;;)
 	{
-		(void) fetch_key(s, key, -1, &ls, &n);
-		i = held_row(ls, n, holder, role, GetCurrentTimestamp(), has_token,
-					 token);
-		if (i < 0)
+		held_scan(s, key, &h, -1);
+		if (h.held == NULL)
 			return false;
-		*l = ls[i];
+		*l = *h.held;
 		*kl = holding_lock(key, l);
 		if (!dlock_key_trylock(kl, mode))
 			dlock_key_lock(kl, mode);
-		fetch_settled(s, key, l->slot, kl, mode, &ls, &n);
-		*now = GetCurrentTimestamp();
-		i = held_row(ls, n, holder, role, *now, has_token, token);
-		if (i >= 0 && ls[i].slot == l->slot && (ls[i].slots == 1) == (l->slots == 1))
+		for (;;)
 		{
-			*l = ls[i];
+			held_scan(s, key, &h, l->slot);
+			if (!TransactionIdIsValid(h.busy))
+				break;
+			dlock_key_unlock(kl, mode);
+			XactLockTableWait(h.busy, s->rel, &h.busy_tid, XLTW_None);
+			dlock_key_lock(kl, mode);
+		}
+		*now = h.now;
+		if (h.held != NULL && h.held->slot == l->slot &&
+			(h.held->slots == 1) == (l->slots == 1))
+		{
+			*l = *h.held;
 			return true;
 		}
 		give_back_key(kl, mode);
-		/* taken over and granted again in another slot meanwhile */
-		if (i < 0)
+		/* taken over, and granted again in another slot meanwhile */
+		if (h.held == NULL)
 			return false;
 	}
 }

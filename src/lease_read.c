@@ -67,65 +67,78 @@ holds_other_kind(text *key, text *holder, int held, int asked)
 /* What a decision reads of a key's rows (see read_rows). */
 typedef struct KeyRows
 {
-	DlockLease *ls;
-	int			n;
+	text	   *holder;			/* the caller, */
+	Oid			role;
+	int			slots;			/* the slots it asks for */
+	TimestampTz now;
+	TimestampTz busy_until;		/* the first live holder's expiry */
 	int			live;			/* committed unexpired holders */
 	int			key_slots;		/* the slots they were granted with */
-	int			ours;			/* the caller's committed live row, or -1 */
+	DlockLease *ours;			/* the caller's committed live row */
 	bool		pending;		/* another transaction writes one of them */
 	bool		pending_other;	/* ... and grants another kind than asked */
 	int			occupied;		/* slots live or written by others */
 	bool		used[DLOCK_MAX_SLOTS];	/* those slots */
-	int			row_of[DLOCK_MAX_SLOTS];	/* committed version of each slot */
+	DlockLease *idle[DLOCK_MAX_SLOTS];	/* committed rows not live, by slot */
 } KeyRows;
+
+/* one version of the key's rows (dlock_lease_store_scan_pending) */
+static void
+read_row_into(const DlockLease *l, void *arg)
+{
+	KeyRows    *r = arg;
+	int			slot = l->slot;
+	bool		live = dlock_lease_live(l, r->now);
+	bool		busy = TransactionIdIsValid(l->changing);
+
+	if (slot < 0 || slot >= DLOCK_MAX_SLOTS)
+		return;
+	if (busy)
+	{
+		r->pending = true;
+		if ((l->uncommitted ? l->held : live) && l->slots != r->slots)
+			r->pending_other = true;
+	}
+	if (!r->used[slot] && (busy || (live && !l->uncommitted)))
+	{
+		r->used[slot] = true;
+		r->occupied++;
+	}
+	if (l->uncommitted)
+		return;
+	if (!live)
+	{
+		r->idle[slot] = dlock_lease_copy(l);
+		return;
+	}
+	r->live++;
+	r->key_slots = l->slots;
+	if (r->busy_until == 0 || l->expires_at < r->busy_until)
+		r->busy_until = l->expires_at;
+	if (dlock_lease_is_ours(l, r->holder, r->role))
+		r->ours = dlock_lease_copy(l);
+}
 
 /*
  * Read every version of key's rows (committed, and written by other open
- * transactions: dlock_lease_store_fetch_pending) into *r.
+ * transactions: dlock_lease_store_scan_pending) into *r, in one pass that
+ * keeps only the caller's row and the rows a grant could take.
  */
 static void
 read_rows(DlockStore *s, text *key, text *holder, Oid role, int slots,
-		  KeyRows *r, TimestampTz now, TimestampTz *busy_until)
+		  KeyRows *r, TimestampTz now)
 {
-	r->ls = dlock_lease_store_fetch_pending(s, key, &r->n);
+	r->holder = holder;
+	r->role = role;
+	r->slots = slots;
+	r->now = now;
+	r->busy_until = 0;
 	r->live = r->key_slots = r->occupied = 0;
-	r->ours = -1;
+	r->ours = NULL;
 	r->pending = r->pending_other = false;
 	memset(r->used, 0, sizeof(r->used));
-	for (int i = 0; i < DLOCK_MAX_SLOTS; i++)
-		r->row_of[i] = -1;
-	*busy_until = 0;
-	for (int i = 0; i < r->n; i++)
-	{
-		DlockLease *l = &r->ls[i];
-		int			slot = l->slot;
-		bool		live = dlock_lease_live(l, now);
-		bool		busy = TransactionIdIsValid(l->changing);
-
-		if (slot < 0 || slot >= DLOCK_MAX_SLOTS)
-			continue;
-		if (!l->uncommitted)
-			r->row_of[slot] = i;
-		if (busy)
-		{
-			r->pending = true;
-			if ((l->uncommitted ? l->held : live) && l->slots != slots)
-				r->pending_other = true;
-		}
-		if (!r->used[slot] && (busy || (live && !l->uncommitted)))
-		{
-			r->used[slot] = true;
-			r->occupied++;
-		}
-		if (l->uncommitted || !live)
-			continue;
-		r->live++;
-		r->key_slots = l->slots;
-		if (*busy_until == 0 || l->expires_at < *busy_until)
-			*busy_until = l->expires_at;
-		if (dlock_lease_is_ours(l, holder, role))
-			r->ours = i;
-	}
+	memset(r->idle, 0, sizeof(r->idle));
+	dlock_lease_store_scan_pending(s, key, read_row_into, r);
 }
 
 /*
@@ -136,12 +149,12 @@ read_rows(DlockStore *s, text *key, text *holder, Oid role, int slots,
 static bool
 fences_ended(text *key, const KeyRows *r)
 {
-	for (int i = 0; i < r->n; i++)
+	for (int i = 0; i < DLOCK_MAX_SLOTS; i++)
 	{
-		const DlockLease *l = &r->ls[i];
+		const DlockLease *l = r->idle[i];
 		DlockKeyLock sl;
 
-		if (l->uncommitted || !l->held || l->slots == 1)
+		if (l == NULL || !l->held || l->slots == 1)
 			continue;
 		sl = dlock_key_for_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
 								l->slot);
@@ -155,8 +168,8 @@ fences_ended(text *key, const KeyRows *r)
 static void
 fill_target(const KeyRows *r, int slot, int slots, DlockLease *target)
 {
-	if (r->row_of[slot] >= 0)
-		*target = r->ls[r->row_of[slot]];
+	if (r->idle[slot] != NULL)
+		*target = *r->idle[slot];
 	else
 	{
 		memset(target, 0, sizeof(*target));
@@ -213,7 +226,7 @@ dlock_lease_read_key(DlockStore *s, text *key, text *holder, Oid role,
 					 TimestampTz *now, TimestampTz *busy_until,
 					 bool *changing)
 {
-	KeyRows    *r = palloc(sizeof(KeyRows));
+	KeyRows		r;
 	int			cap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;
 	int			slot;
 
@@ -224,17 +237,18 @@ dlock_lease_read_key(DlockStore *s, text *key, text *holder, Oid role,
 				 errhint("Run ALTER EXTENSION dlock UPDATE in this database.")));
 	*now = GetCurrentTimestamp();
 	*changing = false;
-	read_rows(s, key, holder, role, slots, r, *now, busy_until);
-	if (r->live > 0 && !dlock_slots_compatible(r->key_slots, slots))
-		dlock_slots_mismatch(r->key_slots, slots);
-	if (r->ours >= 0 && r->ls[r->ours].slots != slots)
-		holds_other_kind(key, holder, r->ls[r->ours].slots, slots);
+	read_rows(s, key, holder, role, slots, &r, *now);
+	*busy_until = r.busy_until;
+	if (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))
+		dlock_slots_mismatch(r.key_slots, slots);
+	if (r.ours != NULL && r.ours->slots != slots)
+		holds_other_kind(key, holder, r.ours->slots, slots);
 	/* shared leases and a lease take turns */
-	if (r->live > 0 && r->key_slots != slots)
+	if (r.live > 0 && r.key_slots != slots)
 		return DLOCK_KEY_FULL;
-	if (r->ours >= 0)
+	if (r.ours != NULL)
 	{
-		*target = r->ls[r->ours];
+		*target = *r.ours;
 		if (TransactionIdIsValid(target->changing))
 			*changing = true;
 		else if (locked && slots != 1)
@@ -247,29 +261,29 @@ dlock_lease_read_key(DlockStore *s, text *key, text *holder, Oid role,
 		}
 		return DLOCK_KEY_OURS;
 	}
-	if (r->pending_other || (slots == 1 && r->pending))
+	if (r.pending_other || (slots == 1 && r.pending))
 	{
 		*changing = true;
 		return DLOCK_KEY_FULL;
 	}
 	if (slots == 1)
 	{
-		if (r->live > 0)
+		if (r.live > 0)
 			return DLOCK_KEY_FULL;
-		if (locked && !fences_ended(key, r))
+		if (locked && !fences_ended(key, &r))
 		{
 			*changing = true;
 			return DLOCK_KEY_FULL;
 		}
-		fill_target(r, 0, 1, target);
+		fill_target(&r, 0, 1, target);
 		return DLOCK_KEY_FREE;
 	}
-	slot = r->occupied < cap ? free_slot(key, r, cap, locked) : -1;
+	slot = r.occupied < cap ? free_slot(key, &r, cap, locked) : -1;
 	if (slot < 0)
 	{
-		*changing = r->pending || r->occupied < cap;
+		*changing = r.pending || r.occupied < cap;
 		return DLOCK_KEY_FULL;
 	}
-	fill_target(r, slot, slots, target);
+	fill_target(&r, slot, slots, target);
 	return DLOCK_KEY_FREE;
 }
