@@ -21,18 +21,26 @@
  *
  * Semaphores (issue 26; reading a key's rows: lease_read.c).  An acquire
  * with slots n > 1 admits up to n holders of the key at once, one row
- * each: (key, slot) is the primary key, a lease is slot 0 with slots 1,
- * and slot 0's slots says which a key is.  So a lease is still read with
- * one index probe; a semaphore's rows are read together
- * (dlock_lease_store_fetch_all), all under the one key lock.  Every live
- * row of a key has the same slots (an acquire naming other slots is an
- * error), and rows above slot 0 are only ever granted while slot 0 says
- * slots other than 1 (a grant takes the lowest free slot), so a slot 0 row
- * with slots 1 means no other row of the key is live.
+ * each: (key, slot) is the primary key, a lease is slot 0 with slots 1.
+ * Every live row of a key has the same slots (an acquire naming other
+ * slots is an error).  Shared leases are rows of slots DLOCK_SLOTS_SHARED,
+ * taken as a semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live
+ * shared rows or a live lease, never both; the queue keeps their turns
+ * (lease_acquire.c).
  *
- * Shared leases are rows of slots DLOCK_SLOTS_SHARED, taken as a
- * semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live shared rows
- * or a live lease, never both; the queue keeps their turns (lease_acquire.c).
+ * Locks (issue 35).  A lease's holding is guarded by its key's lock.  A
+ * semaphore's or shared leases' holding is guarded by its slot's own lock
+ * (dlock_key_for_slot): renewal and release take it in exclusive mode,
+ * the fence in share mode, to the transaction's end, and none takes the
+ * key's lock, so one holder's open fence makes no other holder wait.  A
+ * grant of a slot takes the key's lock for its decision only: under it,
+ * it reads every row of the key with the writes other open transactions
+ * have in progress (a dirty read, which counts them as taken), takes the
+ * free slot's lock without waiting (a slot whose lock is held, a fenced
+ * holder that ran out, is stepped over), writes its row and gives the
+ * key's lock back; its uncommitted row is what every later decision sees.
+ * A lease grant keeps the key's lock to the end, as before, and first
+ * takes the slot lock of every expired holder it takes over.
  *
  * Hand-over.  A release (or release_all, force_release) in a transaction
  * of its own that frees a key with a waiter at the head of its queue

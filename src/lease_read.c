@@ -5,13 +5,15 @@
  *		of a counting semaphore or of shared leases (issue 26), and the
  *		error of an acquire naming other slots than the key's.
  *
- * A lease is the row of slot 0 with slots 1, read with one index probe.
- * Any other key (slot 0 missing, or saying slots > 1 or shared) is read
- * whole, and decided on its live rows: the holder's own, how many, and
- * the slots they agree on.  Shared leases (slots DLOCK_SLOTS_SHARED) are
- * read as a semaphore of DLOCK_MAX_SLOTS slots; live shared leases and a
- * live lease exclude each other.  The decisions themselves (grant,
- * extend, refuse) are the caller's, under the key lock (lease.c).
+ * Every key is read whole, in one pass over its rows
+ * (dlock_lease_store_scan_pending: the committed rows and the writes other
+ * open transactions have in progress), and decided on them: the holder's
+ * own live row, how many are live or being written, the slots they agree
+ * on, and the lowest slot free to take.  Shared leases (slots
+ * DLOCK_SLOTS_SHARED) are read as a semaphore of DLOCK_MAX_SLOTS slots;
+ * live shared leases and a live lease exclude each other.  Under the key
+ * lock (lease.c) the decision also takes the lock of the slot it grants
+ * or extends (see lease.c, "Locks"); the writes are the caller's.
  *
  *-------------------------------------------------------------------------
  */
