@@ -221,6 +221,7 @@ slot-takeover-ignores-fence@src/lease_read.c@\t\tif (dlock_key_trylock(&sl, Excl
 lease-takeover-ignores-slot-fences@src/lease_read.c@\t\tif (locked && !fences_ended(key, &r))@\t\tif (false && !fences_ended(key, &r))@isolation:lease_slot_fences
 shared-over-pending-lease@src/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
 other-kind-of-own-key-waits@src/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
+savepoint-keeps-watch-events@src/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
 EOF
 )
 
