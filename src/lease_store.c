@@ -301,6 +301,18 @@ dlock_lease_store_scan_pending(DlockStore *s, text *key, DlockRowFn fn,
 	SnapshotData dirty;
 	IndexScanDesc scan;
 
+	/*
+	 * A dirty read takes no part in serializable conflict detection; under
+	 * SERIALIZABLE the rows are read at the latest committed state first,
+	 * as every lease call read them before, so that dlock's reads still
+	 * record their read/write dependencies (design.md, Transactions).
+	 */
+	if (IsolationIsSerializable())
+	{
+		int			n;
+
+		pfree(dlock_lease_store_fetch_all(s, key, &n));
+	}
 	InitDirtySnapshot(dirty);
 	scan = dlock_index_beginscan(s->rel, s->idx, &dirty, nkeys);
 	index_rescan(scan, skey, nkeys, NULL, 0);
