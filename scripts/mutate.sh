@@ -201,6 +201,7 @@ slots-no-fifo@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, tt
 slots-lease-reads-slot0-only@src/lease_read.c@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS)\n\t\treturn;@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS || (r->slots == 1 && slot > 0))\n\t\treturn;@regress:lease_slots
 shared-writer-starved@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
 shared-upgrade@src/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots != 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+shared-upgrade@src/lease_read.c@\t\tif (r.live > 0)\n\t\t\treturn DLOCK_KEY_FULL;@\t\tif (false)\n\t\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
 shared-and-lease-do-not-mix@src/base_limits.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
 shared-readers-exclude@src/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
 shared-over-lease@src/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots == 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
