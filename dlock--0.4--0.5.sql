@@ -13,3 +13,18 @@
 -- (0.4 read the claims of every table that has any, on every ALTER TABLE).
 COMMENT ON FUNCTION dlock_claim_ddl_start() IS
 'event trigger (ddl_command_start of ALTER TABLE): notes what names the rows of the tables the statement can name';
+
+-- ==== dlock_acquire's defaults (issue 36) ====
+-- slots named without a wait: one function with every default, instead of
+-- 0.4's two (a defaulted slots beside the four-argument function would have
+-- made every call ambiguous)
+DROP FUNCTION dlock_acquire(text, text, interval, interval);
+CREATE OR REPLACE FUNCTION dlock_acquire(key text, holder text,
+                                         ttl interval DEFAULT '30 seconds',
+                                         wait interval DEFAULT '0',
+                                         slots integer DEFAULT 1)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire_slots_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
+'acquire key for holder until now + ttl, waiting up to wait (slots > 1: one of slots places of a counting semaphore); returns the fencing token, or NULL when not acquired';

@@ -86,24 +86,19 @@ SELECT pg_catalog.pg_extension_config_dump('dlock.token_seq', '');
 
 -- The lease calls run no SQL (src/no_search_path.h): no pinned
 -- search_path.
+-- one function for the lease and the counting semaphore (issue 36): slots
+-- named without a wait works (dlock_acquire(k, h, ttl, slots => 3)); 0.4's
+-- four-argument function, whose defaults made a defaulted slots ambiguous,
+-- is this one with slots 1
 CREATE FUNCTION dlock_acquire(key text, holder text,
                               ttl interval DEFAULT '30 seconds',
-                              wait interval DEFAULT '0')
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'dlock_acquire_sql'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval) IS
-'acquire key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
-
--- a counting semaphore: a function of its own (a defaulted slots would make
--- the calls above ambiguous)
-CREATE FUNCTION dlock_acquire(key text, holder text, ttl interval,
-                              wait interval, slots integer)
+                              wait interval DEFAULT '0',
+                              slots integer DEFAULT 1)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dlock_acquire_slots_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
-'acquire one of slots places of the counting semaphore key for holder until now + ttl, waiting up to wait; returns the fencing token, or NULL when not acquired';
+'acquire key for holder until now + ttl, waiting up to wait (slots > 1: one of slots places of a counting semaphore); returns the fencing token, or NULL when not acquired';
 
 -- any number of shared holders of a key, or the one holder of its lease, in
 -- the FIFO order of the key's queue

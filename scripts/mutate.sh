@@ -101,10 +101,10 @@ wait0-waits@src/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wai
 wait-ends-early@src/lease_acquire.c@slots, hash, start + wait_us,@slots, hash, start + wait_us / 2,@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
 wait-ends-at-wakeup@src/lease_acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
 acquire-waits-for-open-xact@src/lease.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
-wrong-holder-waits@src/lease.c@\tif (!dlock_key_trylock(&kl, mode))\n\t{\n\t\t(void) fetch_key(s, key, &one, &ls, &n);@\tif (!dlock_key_trylock(&kl, mode))\n\t\tdlock_key_lock(&kl, mode);\n\tif (false)\n\t{\n\t\t(void) fetch_key(s, key, &one, &ls, &n);@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
+wrong-holder-waits@src/lease.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tDlockKeyLock k = lease_keylock(key);\n\n\t\t\tdlock_key_lock(&k, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
 ttl-from-xact-start@src/lease.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
 renew-from-xact-start@src/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
-expiry-at-xact-start@src/lease.c@\tfetch_settled(s, key, &kl, mode, &one, &ls, &n);\n\t*now = GetCurrentTimestamp();@\tfetch_settled(s, key, &kl, mode, &one, &ls, &n);\n\t*now = GetCurrentTransactionStartTimestamp();@regress:lease_basic regress:time_promises
+expiry-at-xact-start@src/lease.c@\th->now = GetCurrentTimestamp();\n\th->slot = slot;@\th->now = GetCurrentTransactionStartTimestamp();\n\th->slot = slot;@regress:lease_basic regress:time_promises
 claims-ttl-from-xact-start@src/claim_batch.c@\tnow = GetCurrentTimestamp();\n\tclaimed = decide_and_write(@\tnow = GetCurrentTransactionStartTimestamp();\n\tclaimed = decide_and_write(@regress:time_promises isolation:time_at_once
 claims-ttl-from-xact-start@src/claim_batch.c@#include "access/htup_details.h"\n@#include "access/htup_details.h"\n#include "access/xact.h"\n@regress:time_promises isolation:time_at_once
 claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
@@ -183,27 +183,28 @@ releaser-keeps-orphan-grant@src/wait_handover.c@\t\tcommitted && p->committing)@
 wait-ignores-closed-client@src/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
 commit-for-gone-client@src/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
 waiter-exit-keeps-grant@src/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
-release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&kl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
+release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
-take-over-row-being-freed@src/lease.c@\tif (changing)\n\t{\n\t\t/* a bulk release@\tif (false)\n\t{\n\t\t/* a bulk release@isolation:release_all_inflight
+take-over-row-being-freed@src/lease_read.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
 sweep-at-once@src/maint_sweep.c@\t\tsweep_pending = true;\n}@\t\tsweep_now(true, false);\n}@isolation:sweep_no_block
 claim-sweep-at-once@src/maint_sweep.c@\t\tclaim_sweep_pending = true;\n}@\t\tsweep_now(false, true);\n}@isolation:claim_sweep_no_block
 claim-write-over-swept-row-fails@src/claim_store.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
 cleanup-in-callers-transaction@src/maint_worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
 write-over-swept-row-fails@src/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
 slots-limit-ignored@src/base_args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
-slots-mismatch-unchecked@src/lease_read.c@\tif (live > 0 && !dlock_slots_compatible(key_slots, slots))\n\t\tdlock_slots_mismatch(key_slots, slots);@\t(void) key_slots;@regress:lease_slots
-slots-lease-mismatch-unchecked@src/lease_read.c@\tif (slots != 1)\n\t\tdlock_slots_mismatch(1, slots);@\t(void) 0;@regress:lease_slots
+slots-mismatch-unchecked@src/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))\n\t\tdlock_slots_mismatch(r.key_slots, slots);@\t(void) r.key_slots;@regress:lease_slots
+slots-lease-mismatch-unchecked@src/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))@\tif (r.live > 0 && r.key_slots != 1 && !dlock_slots_compatible(r.key_slots, slots))@regress:lease_slots
 slots-queue-mismatch-unchecked@src/lease_acquire.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race
-slots-one-too-many@src/lease_read.c@\tif (live >= cap)\n\t\treturn DLOCK_KEY_FULL;@\tif (live > cap)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_slots isolation:slots_race tap:036_semaphores
-slots-token-not-per-holder@src/lease_read.c@\t\tif (dlock_lease_is_ours(&ls[i], holder, role))\n\t\t\tours = i;@\t\tif (ours < 0)\n\t\t\tours = i;@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-one-too-many@src/lease_read.c@\tslot = r.occupied < cap ? free_slot(key, &r, cap, locked) : -1;@\tslot = r.occupied <= cap ? free_slot(key, &r, cap + 1, locked) : -1;@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-token-not-per-holder@src/lease_read.c@\tif (dlock_lease_is_ours(l, r->holder, r->role))\n\t\tr->ours = dlock_lease_copy(l);@\tif (r->ours == NULL)\n\t\tr->ours = dlock_lease_copy(l);@regress:lease_slots isolation:slots_race tap:036_semaphores
 slots-no-fifo@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots == 1, woken,@isolation:slots_race
-slots-lease-reads-slot0-only@src/lease_read.c@\tif (!target->found || target->slots != 1)@\tif (!target->found)@regress:lease_slots
+slots-lease-reads-slot0-only@src/lease_read.c@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS)\n\t\treturn;@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS || (r->slots == 1 && slot > 0))\n\t\treturn;@regress:lease_slots
 shared-writer-starved@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
-shared-upgrade@src/lease_read.c@\tif (live > 0 && key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (false)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+shared-upgrade@src/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots != 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+shared-upgrade@src/lease_read.c@\t\tif (r.live > 0)\n\t\t\treturn DLOCK_KEY_FULL;@\t\tif (false)\n\t\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
 shared-and-lease-do-not-mix@src/base_limits.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
 shared-readers-exclude@src/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
-shared-over-lease@src/lease_read.c@\tif (slots == DLOCK_SLOTS_SHARED)\n\t\treturn DLOCK_KEY_FULL;@\tif (slots == DLOCK_SLOTS_SHARED)\n\t{\n\t\ttarget->slot = 1;\n\t\ttarget->found = false;\n\t\ttarget->slots = slots;\n\t\treturn DLOCK_KEY_FREE;\n\t}@regress:lease_shared
+shared-over-lease@src/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots == 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
 cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args
 cli-slots-ignored@cli/acquire.c@\tif (o->slots > 0)\n\t{@\tif (false)\n\t{@tap:081_cli_args
 cli-old-extension-unexplained@cli/acquire.c@\tif (rc == DB_NOT_INSTALLED && (o->slots > 0 || o->shared))@\tif (false)@tap:081_cli_args
@@ -270,6 +271,14 @@ client-py-refused-renewal-not-loss@clients/python/src/dlock/_core.py@           
 client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost_reason = str(exc)\n        self.lost.set()@        self.lost_reason = str(exc)@clients
 client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients
 client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients
+# semaphores and shared leases: each holding its own lock (issue 35)
+slot-fence-holds-key@src/lease.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
+slot-grant-keeps-key@src/lease.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact
+slot-takeover-ignores-fence@src/lease_read.c@\t\tif (dlock_key_trylock(&sl, ExclusiveLock))\n\t\t\treturn i;@\t\t(void) dlock_key_trylock(&sl, ExclusiveLock);\n\t\treturn i;@isolation:lease_slot_fences
+lease-takeover-ignores-slot-fences@src/lease_read.c@\t\tif (locked && !fences_ended(key, &r))@\t\tif (false && !fences_ended(key, &r))@isolation:lease_slot_fences
+shared-over-pending-lease@src/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
+other-kind-of-own-key-waits@src/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
+savepoint-keeps-watch-events@src/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
 EOF
 )
 

@@ -74,11 +74,11 @@ DROP SCHEMA dlock;
 -- a function with the signature of one of dlock's, owned by a
 SET ROLE regress_dlock_hostile_a;
 CREATE FUNCTION public.dlock_acquire(key text, holder text, ttl interval DEFAULT '30 s',
-                                     wait interval DEFAULT '0') RETURNS bigint
-  LANGUAGE sql AS 'SELECT 1::bigint';
+                                     wait interval DEFAULT '0', slots integer DEFAULT 1)
+  RETURNS bigint LANGUAGE sql AS 'SELECT 1::bigint';
 RESET ROLE;
 \i sql/include/hostile_create_fails.sql
-DROP FUNCTION public.dlock_acquire(text, text, interval, interval);
+DROP FUNCTION public.dlock_acquire(text, text, interval, interval, integer);
 
 -- a view with the name of one of dlock's, owned by a
 SET ROLE regress_dlock_hostile_a;

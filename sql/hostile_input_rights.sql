@@ -202,7 +202,7 @@ INSERT INTO pg_temp.cases (grp, call, expected) VALUES
   ('direct', $$DROP VIEW public.dlock_locks$$, '42501'),
   ('direct', $$CREATE OR REPLACE FUNCTION public.dlock_validate(key text, holder text, token bigint) RETURNS boolean LANGUAGE sql AS 'SELECT true'$$, '42501'),
   ('direct', $$ALTER FUNCTION public.dlock_claimed(regclass, anyelement, text) SET search_path = public$$, '42501'),
-  ('direct', $$ALTER FUNCTION public.dlock_acquire(text, text, interval, interval) SECURITY DEFINER$$, '42501'),
+  ('direct', $$ALTER FUNCTION public.dlock_acquire(text, text, interval, interval, integer) SECURITY DEFINER$$, '42501'),
   ('direct', $$DROP FUNCTION public.dlock_release(text, text, bigint)$$, '42501'),
   ('direct', $$ALTER EXTENSION dlock DROP FUNCTION public.dlock_release(text, text, bigint)$$, '42501'),
   ('direct', $$CREATE TABLE dlock.hostile ()$$, '42501'),

@@ -193,6 +193,43 @@ SELECT key, holder, owner::text AS owner FROM dlock_locks WHERE key LIKE 'roles:
 SELECT dlock_force_release('roles:p3') AS forced;
 
 --
+-- semaphores and shared leases across roles (issue 35): a role sees only
+-- the holders of roles whose privileges it has, in dlock_locks and in
+-- dlock_leader (the lowest live slot, if it may see it), and nobody
+-- releases, renews or validates another role's slot, even with the same
+-- holder string and its token
+--
+SET ROLE regress_dlock_alice;
+SELECT dlock_acquire('roles:sem', 'same', '1 h', '0', 3) AS sa \gset
+SELECT dlock_acquire_shared('roles:sh', 'alice-r', '1 h') IS NOT NULL AS alice_shared;
+SET ROLE regress_dlock_bob;
+SELECT dlock_acquire('roles:sem', 'same', '1 h', '0', 3) AS sb \gset
+SELECT :sb > :sa AS bob_has_a_slot_of_his_own;
+SELECT dlock_acquire_shared('roles:sh', 'bob-r', '1 h') IS NOT NULL AS bob_shared;
+SELECT key, holder, owner::text AS owner FROM dlock_locks
+ WHERE key IN ('roles:sem', 'roles:sh') ORDER BY key, holder;
+SELECT count(*) AS leaders_bob_sees FROM dlock_leader('roles:sem');
+SELECT count(*) AS leaders_bob_sees FROM dlock_leader('roles:sh');
+SELECT dlock_release('roles:sem', 'same', :sa) AS bob_releases_alices,
+       dlock_renew('roles:sem', 'same', NULL, :sa) AS bob_renews_alices,
+       dlock_validate('roles:sem', 'same', :sa) AS bob_validates_alices,
+       dlock_validate('roles:sem', 'same', :sb) AS bob_validates_his;
+SET ROLE regress_dlock_alice;
+SELECT key, holder, owner::text AS owner FROM dlock_locks
+ WHERE key IN ('roles:sem', 'roles:sh') ORDER BY key, holder;
+SELECT holder, owner::text AS owner, token = :sa AS alices_token
+  FROM dlock_leader('roles:sem');
+SELECT dlock_renew('roles:sem', 'same', NULL, :sa) AS alice_renews_hers;
+SELECT dlock_release('roles:sem', 'same') AND dlock_release('roles:sh', 'alice-r')
+       AS alice_released;
+SET ROLE regress_dlock_bob;
+SELECT holder, owner::text AS owner, token = :sb AS bobs_token
+  FROM dlock_leader('roles:sem');
+SELECT dlock_release('roles:sem', 'same') AND dlock_release('roles:sh', 'bob-r')
+       AS bob_released;
+RESET ROLE;
+
+--
 -- clean up
 --
 DROP VIEW pg_temp.locks;

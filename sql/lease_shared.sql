@@ -33,8 +33,10 @@ SELECT * FROM held;
 SELECT dlock_acquire('shared:k', 'w', '1 min') IS NULL AS writer_refused;
 -- a reader acquiring again extends its own lease: same token
 SELECT dlock_acquire_shared('shared:k', 'r2', '5 min') = :t2 AS r2_extended;
--- a shared holder asking for the lease itself is refused too (no upgrade)
-SELECT dlock_acquire('shared:k', 'r1', '1 min') IS NULL AS no_upgrade;
+-- a shared holder asking for the lease itself: an error at once naming
+-- its shared lease, not a wait for itself (no upgrade; issue 35)
+SELECT dlock_acquire('shared:k', 'r1', '1 min', '1 h');
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 -- a semaphore is not shared leases
 SELECT dlock_acquire('shared:k', 'x', '1 min', '0', 3);
 SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
@@ -58,8 +60,10 @@ SELECT dlock_release('shared:k', 'r3', :t3) AS r3_released;
 --
 SELECT dlock_acquire('shared:k', 'w', '1 min') AS tw \gset
 SELECT :tw > :t3 AS writer_token_greatest;
+-- the lease's holder asking for a shared lease: the same error, at once
+SELECT dlock_acquire_shared('shared:k', 'w', '1 min', '1 h');
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 SELECT dlock_acquire_shared('shared:k', 'r1') IS NULL AS reader_refused;
-SELECT dlock_acquire_shared('shared:k', 'w') IS NULL AS writer_not_downgraded;
 SELECT * FROM held;
 SELECT dlock_release('shared:k', 'w', :tw) AS w_released;
 SELECT dlock_acquire_shared('shared:k', 'r1') > :tw AS reader_after_writer;

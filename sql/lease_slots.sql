@@ -35,6 +35,14 @@ SELECT p.oid::regprocedure AS function, p.prosrc, p.provolatile, p.proparallel,
        p.proconfig, obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p WHERE p.proname = 'dlock_acquire'
  ORDER BY p.pronargs;
+-- slots named without a wait (issue 36), or without ttl and wait; the
+-- positional forms still mean a lease
+SELECT dlock_acquire('slots:nowait', 'n1', '1 min', slots => 3) IS NOT NULL AS named_slots,
+       dlock_acquire('slots:nowait', 'n2', slots => 3) IS NOT NULL AS named_slots_only,
+       dlock_acquire('slots:named-lease', 'n3') IS NOT NULL AS two_arguments,
+       dlock_acquire('slots:named-lease', 'n4', '1 min', '0') IS NULL AS four_arguments_a_lease;
+SELECT dlock_release('slots:nowait', 'n1') AND dlock_release('slots:nowait', 'n2')
+       AND dlock_release('slots:named-lease', 'n3') AS named_released;
 SELECT count(*) AS released FROM held h
  WHERE dlock_release(h.key, h.holder);
 

@@ -17,6 +17,10 @@
  *  - dlock_validate takes the lock in share mode and keeps it to the end
  *    of the transaction: the fence that keeps the lease from changing
  *    hands while the guarded write commits;
+ *  - the holders of a semaphore or of shared leases each have a lock of
+ *    their own slot (class DLOCK_CLASS_SLOT): a holder's renewal, release
+ *    and fence take only that one, so that one holder's open fence holds
+ *    off changes to its own holding and to no other (see lease.c);
  *  - waits for it are seen by the deadlock detector, lock_timeout,
  *    statement_timeout and the isolation tester like any lock wait.
  *
@@ -51,6 +55,17 @@ DlockKeyLock
 dlock_key_for_text(DlockKeyClass klass, const char *data, int len)
 {
 	return key_for(klass, (uint64) klass, data, len);
+}
+
+/*
+ * The lock of one slot of a semaphore's or shared leases' key: the key's
+ * text seeded with the slot.
+ */
+DlockKeyLock
+dlock_key_for_slot(const char *data, int len, int slot)
+{
+	return key_for(DLOCK_CLASS_SLOT, ((uint64) (uint32) slot << 16) | DLOCK_CLASS_SLOT,
+				   data, len);
 }
 
 /* the lock of a claimed row: table relid, primary key as text */

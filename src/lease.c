@@ -21,18 +21,26 @@
  *
  * Semaphores (issue 26; reading a key's rows: lease_read.c).  An acquire
  * with slots n > 1 admits up to n holders of the key at once, one row
- * each: (key, slot) is the primary key, a lease is slot 0 with slots 1,
- * and slot 0's slots says which a key is.  So a lease is still read with
- * one index probe; a semaphore's rows are read together
- * (dlock_lease_store_fetch_all), all under the one key lock.  Every live
- * row of a key has the same slots (an acquire naming other slots is an
- * error), and rows above slot 0 are only ever granted while slot 0 says
- * slots other than 1 (a grant takes the lowest free slot), so a slot 0 row
- * with slots 1 means no other row of the key is live.
+ * each: (key, slot) is the primary key, a lease is slot 0 with slots 1.
+ * Every live row of a key has the same slots (an acquire naming other
+ * slots is an error).  Shared leases are rows of slots DLOCK_SLOTS_SHARED,
+ * taken as a semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live
+ * shared rows or a live lease, never both; the queue keeps their turns
+ * (lease_acquire.c).
  *
- * Shared leases are rows of slots DLOCK_SLOTS_SHARED, taken as a
- * semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live shared rows
- * or a live lease, never both; the queue keeps their turns (lease_acquire.c).
+ * Locks (issue 35).  A lease's holding is guarded by its key's lock.  A
+ * semaphore's or shared leases' holding is guarded by its slot's own lock
+ * (dlock_key_for_slot): renewal and release take it in exclusive mode,
+ * the fence in share mode, to the transaction's end, and none takes the
+ * key's lock, so one holder's open fence makes no other holder wait.  A
+ * grant of a slot takes the key's lock for its decision only: under it,
+ * it reads every row of the key with the writes other open transactions
+ * have in progress (a dirty read, which counts them as taken), takes the
+ * free slot's lock without waiting (a slot whose lock is held, a fenced
+ * holder that ran out, is stepped over), writes its row and gives the
+ * key's lock back; its uncommitted row is what every later decision sees.
+ * A lease grant keeps the key's lock to the end, as before, and first
+ * takes the slot lock of every expired holder it takes over.
  *
  * Hand-over.  A release (or release_all, force_release) in a transaction
  * of its own that frees a key with a waiter at the head of its queue
@@ -159,10 +167,16 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		return DLOCK_ACQ_QUEUED;
 
 	dlock_lease_store_open(&s);
-	if (!woken)
+	/*
+	 * A lease's one row is read first without the lock (a busy key answers
+	 * at once, taking nothing); a semaphore's or shared leases' rows, which
+	 * can be many, are read once, under the key lock, which their grants
+	 * keep only for the decision.
+	 */
+	if (!woken && slots == 1)
 	{
-		st = dlock_lease_read_key(&s, key, holder, role, slots, &l, &now,
-								  &busy_until, &changing);
+		st = dlock_lease_read_key(&s, key, holder, role, slots, false, &l,
+								  &now, &busy_until, &changing);
 		if (st == DLOCK_KEY_FULL || (queue_blocks && st != DLOCK_KEY_OURS))
 		{
 			*expires_at = busy_until;
@@ -171,18 +185,18 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		}
 	}
 
-	/* another open transaction works on this key: do not wait for it */
+	/* another open transaction decides on this key: do not wait for it */
 	if (!dlock_key_trylock(&kl, ExclusiveLock))
 	{
 		dlock_store_close(&s);
 		return DLOCK_ACQ_LOCKED;
 	}
 
-	st = dlock_lease_read_key(&s, key, holder, role, slots, &l, &now,
+	st = dlock_lease_read_key(&s, key, holder, role, slots, true, &l, &now,
 							  &busy_until, &changing);
 	if (changing)
 	{
-		/* a bulk release still working: as if it held the key lock */
+		/* another transaction writes a row this decision rests on */
 		give_back_key(&kl, ExclusiveLock);
 		dlock_store_close(&s);
 		return DLOCK_ACQ_LOCKED;
@@ -191,7 +205,7 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 	if (st == DLOCK_KEY_FULL)
 	{
 		*expires_at = busy_until;
-		dlock_key_unlock(&kl, ExclusiveLock);
+		give_back_key(&kl, ExclusiveLock);
 		dlock_store_close(&s);
 		return DLOCK_ACQ_BUSY;
 	}
@@ -205,6 +219,14 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 	else if (queue_blocks)
 	{
 		/* it ran out between the two reads: the queue still comes first */
+		if (slots != 1)
+		{
+			DlockKeyLock sl = dlock_key_for_slot(VARDATA_ANY(key),
+												 VARSIZE_ANY_EXHDR(key),
+												 l.slot);
+
+			dlock_key_unlock(&sl, ExclusiveLock);
+		}
 		give_back_key(&kl, ExclusiveLock);
 		dlock_store_close(&s);
 		return DLOCK_ACQ_QUEUED;
@@ -218,6 +240,16 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 		watch_grant(key, &l, holder, role, *token, *expires_at);
 		dlock_xact_note_key(&kl);
 	}
+
+	/*
+	 * A semaphore's or shared leases' holding is its slot's: the key lock
+	 * was only for this decision, which the rows now carry (an uncommitted
+	 * write that every later decision counts: lease_read.c).  Given back
+	 * at once, so that the other slots stay free to take while this
+	 * transaction goes on.  A lease keeps it to the end, as before.
+	 */
+	if (slots != 1)
+		give_back_key(&kl, ExclusiveLock);
 	dlock_store_close(&s);
 	/* now and then, a grant sweeps idle keys (at its commit: maint_sweep.c) */
 	if (res != DLOCK_ACQ_EXTENDED)
@@ -226,41 +258,39 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 }
 
 /*
- * The rows a decision about key rests on: the one row of a lease (slot 0
- * with slots 1, read into *one), else every row of the key (a semaphore,
- * or a key without a slot 0 row); their number in *n.  Returns the row
- * another open transaction is changing, if one is, else NULL.
+ * Every committed row of key and every version another open transaction
+ * is writing (dlock_lease_store_fetch_pending), in *ls; their number in
+ * *n.  Returns a row another open transaction is writing, if one is
+ * (only among rows of slot, when slot >= 0), else NULL.
  */
 static DlockLease *
-fetch_key(DlockStore *s, text *key, DlockLease *one, DlockLease **ls, int *n)
+fetch_key(DlockStore *s, text *key, int slot, DlockLease **ls, int *n)
 {
-	dlock_lease_store_fetch(s, key, one);
-	*ls = one;
-	*n = 1;
-	if (!one->found || one->slots != 1)
-		*ls = dlock_lease_store_fetch_all(s, key, n);
+	*ls = dlock_lease_store_fetch_pending(s, key, n);
 	for (int i = 0; i < *n; i++)
-		if (TransactionIdIsValid((*ls)[i].changing))
+		if (TransactionIdIsValid((*ls)[i].changing) &&
+			(slot < 0 || (*ls)[i].slot == slot))
 			return &(*ls)[i];
 	return NULL;
 }
 
 /*
- * Read key's rows (fetch_key) under its lock (held in mode), once no
- * other transaction is changing them.  A bulk release gives each key lock
- * back as soon as it has written (see dlock_lease_release_all), so a row
- * can carry another transaction's uncommitted update although its key
- * lock is free: that transaction is waited for, without the key lock (so
- * that it can take its next keys), as a holder of the key lock would have
- * been.
+ * Read key's rows (fetch_key) under the lock kl (held in mode), once no
+ * other transaction is writing them (those of slot only, when slot >= 0).
+ * A bulk release gives each lock back as soon as it has written (see
+ * dlock_lease_release_all), and a grant of a semaphore's slot gives the
+ * key lock back at once (dlock_lease_try_acquire), so a row can carry
+ * another transaction's uncommitted write although the lock is free:
+ * that transaction is waited for, without the lock (so that it can take
+ * its next keys), as a holder of the lock would have been.
  */
 static void
-fetch_settled(DlockStore *s, text *key, const DlockKeyLock *kl,
-			  LOCKMODE mode, DlockLease *one, DlockLease **ls, int *n)
+fetch_settled(DlockStore *s, text *key, int slot, const DlockKeyLock *kl,
+			  LOCKMODE mode, DlockLease **ls, int *n)
 {
 	for (;;)
 	{
-		DlockLease *busy = fetch_key(s, key, one, ls, n);
+		DlockLease *busy = fetch_key(s, key, slot, ls, n);
 
 		if (busy == NULL)
 			return;
@@ -270,55 +300,118 @@ fetch_settled(DlockStore *s, text *key, const DlockKeyLock *kl,
 	}
 }
 
-/* the row of ls that holder holds (see lease_held_by), or -1 */
-static int
-held_row(const DlockLease *ls, int n, text *holder, Oid role,
-		 TimestampTz now, bool has_token, int64 token)
+/* What release, renew and validate look for among a key's rows. */
+typedef struct HeldScan
 {
-	for (int i = 0; i < n; i++)
-		if (lease_held_by(&ls[i], holder, role, now, has_token, token))
-			return i;
-	return -1;
+	text	   *holder;			/* the caller's holding: holder, role, */
+	Oid			role;
+	bool		has_token;		/* and token, if given */
+	int64		token;
+	TimestampTz now;
+	int			slot;			/* writes in progress waited for: of this
+								 * slot, or -1 none */
+	DlockLease *held;			/* the holding found, or NULL */
+	TransactionId busy;			/* a write in progress of slot */
+	ItemPointerData busy_tid;
+} HeldScan;
+
+static void
+held_scan_row(const DlockLease *l, void *arg)
+{
+	HeldScan   *h = arg;
+
+	if (TransactionIdIsValid(l->changing) && l->slot == h->slot &&
+		!TransactionIdIsValid(h->busy))
+	{
+		h->busy = l->changing;
+		h->busy_tid = l->tid;
+	}
+	if (!l->uncommitted && h->held == NULL &&
+		lease_held_by(l, h->holder, h->role, h->now, h->has_token, h->token))
+		h->held = dlock_lease_copy(l);
+}
+
+/* one pass over key's rows for *h (slot: see HeldScan) */
+static void
+held_scan(DlockStore *s, text *key, HeldScan *h, int slot)
+{
+	h->now = GetCurrentTimestamp();
+	h->slot = slot;
+	h->held = NULL;
+	h->busy = InvalidTransactionId;
+	dlock_lease_store_scan_pending(s, key, held_scan_row, h);
 }
 
 /*
- * Release, renew and validate share one shape: the key lock, then the
- * decision on the latest row (of a semaphore: the holder's row).  When
- * another transaction holds the key lock, a quick read first says "no"
- * without waiting; only the holder waits for the lock (so that a fenced
- * transaction finishes first).  Returns true with the lock held and *l
+ * The lock that guards a holding: a lease's is its key lock; a
+ * semaphore's or shared leases' holder has its slot's own (so that one
+ * holder's fence, renewal or release makes no other holder wait).
+ */
+static DlockKeyLock
+holding_lock(text *key, const DlockLease *l)
+{
+	if (l->slots == 1)
+		return lease_keylock(key);
+	return dlock_key_for_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+							  l->slot);
+}
+
+/*
+ * Release, renew and validate share one shape: the lock of the holding,
+ * then the decision on the latest row of the holder.  The holder's row is
+ * read first, without a lock, to know which lock guards it (the key's
+ * for a lease, its slot's otherwise) and to say "no" without waiting;
+ * only the holder waits for the lock (so that a fenced transaction
+ * finishes first).  Under the lock the row is read again once no other
+ * transaction is writing it: a bulk release gives each lock back as soon
+ * as it has written (see dlock_lease_release_all), so a row can carry
+ * another transaction's uncommitted write although the lock is free; that
+ * transaction is waited for without the lock, as a holder of the lock
+ * would have been.  Returns true with that lock held (in *kl) and *l
  * filled in when the holder holds the lease; false with the lock given
  * back otherwise.
  */
 static bool
 lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 				bool has_token, int64 token, LOCKMODE mode, DlockLease *l,
-				TimestampTz *now)
+				TimestampTz *now, DlockKeyLock *kl)
 {
-	DlockKeyLock kl = lease_keylock(key);
-	DlockLease	one;
-	DlockLease *ls;
-	int			n;
-	int			i;
+	HeldScan	h;
 
-	if (!dlock_key_trylock(&kl, mode))
+	h.holder = holder;
+	h.role = role;
+	h.has_token = has_token;
+	h.token = token;
+	for (;;)
 	{
-		(void) fetch_key(s, key, &one, &ls, &n);
-		if (held_row(ls, n, holder, role, GetCurrentTimestamp(), has_token,
-					 token) < 0)
+		held_scan(s, key, &h, -1);
+		if (h.held == NULL)
 			return false;
-		dlock_key_lock(&kl, mode);
+		*l = *h.held;
+		*kl = holding_lock(key, l);
+		if (!dlock_key_trylock(kl, mode))
+			dlock_key_lock(kl, mode);
+		for (;;)
+		{
+			held_scan(s, key, &h, l->slot);
+			if (!TransactionIdIsValid(h.busy))
+				break;
+			dlock_key_unlock(kl, mode);
+			XactLockTableWait(h.busy, s->rel, &h.busy_tid, XLTW_None);
+			dlock_key_lock(kl, mode);
+		}
+		*now = h.now;
+		if (h.held != NULL && h.held->slot == l->slot &&
+			(h.held->slots == 1) == (l->slots == 1))
+		{
+			*l = *h.held;
+			return true;
+		}
+		give_back_key(kl, mode);
+		/* taken over, and granted again in another slot meanwhile */
+		if (h.held == NULL)
+			return false;
 	}
-	fetch_settled(s, key, &kl, mode, &one, &ls, &n);
-	*now = GetCurrentTimestamp();
-	i = held_row(ls, n, holder, role, *now, has_token, token);
-	if (i < 0)
-	{
-		give_back_key(&kl, mode);
-		return false;
-	}
-	*l = ls[i];
-	return true;
 }
 
 bool
@@ -326,13 +419,14 @@ dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 {
 	DlockStore	s;
 	DlockLease	l;
+	DlockKeyLock hl;
 	TimestampTz now;
 	bool		ok;
 
 	dlock_release_async_begin();
 	dlock_lease_store_open(&s);
 	ok = lock_held_lease(&s, key, holder, GetUserId(), has_token, token,
-						 ExclusiveLock, &l, &now);
+						 ExclusiveLock, &l, &now, &hl);
 	if (ok)
 	{
 		DlockKeyLock kl = lease_keylock(key);
@@ -351,12 +445,13 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 {
 	DlockStore	s;
 	DlockLease	l;
+	DlockKeyLock hl;
 	TimestampTz now;
 	bool		ok;
 
 	dlock_lease_store_open(&s);
 	ok = lock_held_lease(&s, key, holder, GetUserId(), has_token, token,
-						 ExclusiveLock, &l, &now);
+						 ExclusiveLock, &l, &now, &hl);
 	if (ok)
 	{
 		DlockKeyLock kl = lease_keylock(key);
@@ -364,7 +459,7 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 		if (ttl_us < 0)
 			ttl_us = l.ttl_us;
 		dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);
-		/* the key lock is kept to the end: its waiters wake then */
+		/* the lock is kept to the end: the key's waiters wake then */
 		dlock_xact_note_key(&kl);
 	}
 	dlock_store_close(&s);
@@ -374,19 +469,22 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 /*
  * True when holder holds key with exactly this token.  The share lock it
  * keeps to the end of the transaction is the fence: no release, renewal
- * or takeover of the key can commit before this transaction ends.
+ * or takeover of this holding can commit before this transaction ends.
+ * Of a semaphore or shared leases, the lock is the holder's slot's: the
+ * other holders renew, release and fence theirs meanwhile.
  */
 bool
 dlock_lease_validate(text *key, text *holder, int64 token)
 {
 	DlockStore	s;
 	DlockLease	l;
+	DlockKeyLock hl;
 	TimestampTz now;
 	bool		ok;
 
 	dlock_lease_store_open(&s);
 	ok = lock_held_lease(&s, key, holder, GetUserId(), true, token, ShareLock,
-						 &l, &now);
+						 &l, &now, &hl);
 	if (ok)
 	{
 		DlockKeyLock kl = lease_keylock(key);
@@ -444,16 +542,17 @@ dlock_lease_release_all(text *holder)
 		{
 			DlockLease	l;
 			TimestampTz now;
+			DlockKeyLock hl;
 
 			CHECK_FOR_INTERRUPTS();
 			if (lock_held_lease(&s, keys[i], holder, spi.caller, false, 0,
-								ExclusiveLock, &l, &now))
+								ExclusiveLock, &l, &now, &hl))
 			{
 				DlockKeyLock kl = lease_keylock(keys[i]);
 
 				dlock_lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
 				/* the uncommitted row keeps the key: see above */
-				dlock_key_unlock(&kl, ExclusiveLock);
+				dlock_key_unlock(&hl, ExclusiveLock);
 				freed++;
 			}
 		}
@@ -471,22 +570,54 @@ dlock_lease_release_all(text *holder)
 	return freed;
 }
 
+/*
+ * Take the slot locks of the live holders of a semaphore or shared leases
+ * that are not taken yet (waiting for their fences, renewals and
+ * releases); true when any was.  locked[]: the slots already taken.
+ */
+static bool
+lock_live_slots(text *key, const DlockLease *ls, int n, TimestampTz now,
+				bool *locked)
+{
+	bool		took = false;
+
+	for (int i = 0; i < n; i++)
+	{
+		DlockKeyLock sl;
+
+		if (ls[i].slots == 1 || !dlock_lease_live(&ls[i], now) ||
+			ls[i].slot < 0 || ls[i].slot >= DLOCK_MAX_SLOTS ||
+			locked[ls[i].slot])
+			continue;
+		sl = dlock_key_for_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+								ls[i].slot);
+		dlock_key_lock(&sl, ExclusiveLock);
+		locked[ls[i].slot] = true;
+		took = true;
+	}
+	return took;
+}
+
 /* Operators: free a live lease (every slot of a semaphore) whoever holds it. */
 bool
 dlock_lease_force_release(text *key)
 {
 	DlockKeyLock kl = lease_keylock(key);
 	DlockStore	s;
-	DlockLease	one;
 	DlockLease *ls;
 	int			n;
 	TimestampTz now;
 	bool		ok = false;
+	bool	   *locked = palloc0(sizeof(bool) * DLOCK_MAX_SLOTS);
 
 	dlock_lease_store_open(&s);
 	dlock_key_lock(&kl, ExclusiveLock);
-	fetch_settled(&s, key, &kl, ExclusiveLock, &one, &ls, &n);
-	now = GetCurrentTimestamp();
+	/* no grant meanwhile (the key lock); the holders' own locks too */
+	do
+	{
+		fetch_settled(&s, key, -1, &kl, ExclusiveLock, &ls, &n);
+		now = GetCurrentTimestamp();
+	} while (lock_live_slots(key, ls, n, now, locked));
 	/* a semaphore: all of its holders */
 	for (int i = 0; i < n; i++)
 	{

@@ -36,6 +36,7 @@ struct DlockStore;
 struct DlockLease;
 extern DlockKeyState dlock_lease_read_key(struct DlockStore *s, text *key,
 										  text *holder, Oid role, int slots,
+										  bool locked,
 										  struct DlockLease *target,
 										  TimestampTz *now,
 										  TimestampTz *busy_until,

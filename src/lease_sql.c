@@ -55,7 +55,9 @@ acquire_sql(FunctionCallInfo fcinfo, const char *fn, int slots_arg, int slots)
  *				 wait interval DEFAULT '0') RETURNS bigint
  *
  * The fencing token, or NULL when the key was not acquired within wait.
- * NULL arguments are errors.
+ * NULL arguments are errors.  The function of the install scripts up to
+ * 0.4; since 0.5 dlock_acquire is dlock_acquire_slots_sql with slots
+ * DEFAULT 1 (issue 36).
  */
 PG_FUNCTION_INFO_V1(dlock_acquire_sql);
 Datum
@@ -65,11 +67,13 @@ dlock_acquire_sql(PG_FUNCTION_ARGS)
 }
 
 /*
- * dlock_acquire(key text, holder text, ttl interval, wait interval,
- *				 slots integer) RETURNS bigint
+ * dlock_acquire(key text, holder text, ttl interval DEFAULT '30 seconds',
+ *				 wait interval DEFAULT '0', slots integer DEFAULT 1)
+ *		RETURNS bigint
  *
  * A counting semaphore: the key admits up to slots holders at once, each
- * with its own token (slots 1: the lease of the four-argument function).
+ * with its own token (slots 1: a lease).  The defaults come with 0.5
+ * (issue 36), when this function replaced the four-argument one.
  * Every acquire of a key names the same slots while anyone holds or waits
  * for it.  The fencing token, or NULL when not acquired within wait.  NULL
  * arguments are errors.

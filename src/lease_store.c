@@ -40,6 +40,7 @@
 #include "utils/timestamp.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "wait_abandon.h"
 #include "compat.h"
@@ -139,9 +140,12 @@ key_scankeys(DlockStore *s, text *key, bool slot0, ScanKeyData *skey)
 	return 2;
 }
 
-/* the row version in s->slot into *l (found, changing are the caller's) */
+/*
+ * The row version in s->slot into *l (found, changing are the caller's);
+ * its holder copied, or (copy false) pointing into the slot.
+ */
 static void
-read_row(DlockStore *s, DlockLease *l)
+read_row(DlockStore *s, DlockLease *l, bool copy)
 {
 	TupleTableSlot *slot = s->slot;
 
@@ -157,7 +161,9 @@ read_row(DlockStore *s, DlockLease *l)
 	if (!slot->tts_isnull[Anum_lease_holder - 1])
 	{
 		l->held = true;
-		l->holder = DatumGetTextPCopy(slot->tts_values[Anum_lease_holder - 1]);
+		l->holder = copy ?
+			DatumGetTextPCopy(slot->tts_values[Anum_lease_holder - 1]) :
+			DatumGetTextPP(slot->tts_values[Anum_lease_holder - 1]);
 		l->owner = DatumGetObjectId(slot->tts_values[Anum_lease_owner - 1]);
 	}
 	l->token = DatumGetInt64(slot->tts_values[Anum_lease_token - 1]);
@@ -190,7 +196,7 @@ fetch_stored(DlockStore *s, text *key, DlockLease *l)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
-	read_row(s, l);
+	read_row(s, l, true);
 }
 
 /* an abandoned hand-over grant (wait_abandon.c) reads as a free key */
@@ -257,7 +263,7 @@ dlock_lease_store_fetch_all(DlockStore *s, text *key, int *n)
 			l->changing = row_changed_by(s, &stale);
 			if (stale)
 				break;
-			read_row(s, l);
+			read_row(s, l, true);
 			unless_abandoned(l);
 			(*n)++;
 		}
@@ -267,6 +273,132 @@ dlock_lease_store_fetch_all(DlockStore *s, text *key, int *n)
 			return ls;
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/*
+ * Call fn(l, arg) on every version of key's rows that is committed and not
+ * deleted, or that another transaction in progress is writing (a dirty
+ * read), in index order.  A version another transaction is writing comes
+ * with uncommitted set and changing its writer; a committed version
+ * another transaction is updating, with changing set (see row_changed_by:
+ * a sweep's delete does not count).  A row being updated can so come
+ * twice, as its committed version and as the new one.  l->holder points
+ * into the scan's slot: valid during the call only (fn copies what it
+ * keeps).  Nothing is allocated per row, so that a key of a thousand
+ * shared holders costs one pass and no growing array.
+ *
+ * This is what every decision about a key reads (lease.c, lease_read.c):
+ * the holders of a semaphore or shared leases write their own rows
+ * without the key's lock, and a grant must count those writes in
+ * progress.
+ */
+void
+dlock_lease_store_scan_pending(DlockStore *s, text *key, DlockRowFn fn,
+							   void *arg)
+{
+	ScanKeyData skey[2];
+	int			nkeys = key_scankeys(s, key, false, skey);
+	SnapshotData dirty;
+	IndexScanDesc scan;
+
+	/*
+	 * A dirty read takes no part in serializable conflict detection; under
+	 * SERIALIZABLE the rows are read at the latest committed state first,
+	 * as every lease call read them before, so that dlock's reads still
+	 * record their read/write dependencies (design.md, Transactions).
+	 */
+	if (IsolationIsSerializable())
+	{
+		int			n;
+
+		pfree(dlock_lease_store_fetch_all(s, key, &n));
+	}
+	InitDirtySnapshot(dirty);
+	scan = dlock_index_beginscan(s->rel, s->idx, &dirty, nkeys);
+	index_rescan(scan, skey, nkeys, NULL, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, s->slot))
+	{
+		DlockLease	l;
+
+		CHECK_FOR_INTERRUPTS();
+		memset(&l, 0, sizeof(l));
+		if (TransactionIdIsValid(dirty.xmin))
+		{
+			l.uncommitted = true;
+			l.changing = dirty.xmin;
+		}
+		else if (TransactionIdIsValid(dirty.xmax))
+		{
+			HeapTuple	tup = ExecFetchSlotHeapTuple(s->slot, false, NULL);
+
+			/* an update in progress, not a sweep's delete */
+			if (!ItemPointerEquals(&tup->t_self, &tup->t_data->t_ctid))
+				l.changing = dirty.xmax;
+		}
+		slot_getallattrs(s->slot);
+		read_row(s, &l, false);
+		unless_abandoned(&l);
+		fn(&l, arg);
+	}
+	index_endscan(scan);
+	ExecClearTuple(s->slot);
+}
+
+/* a DlockLease that keeps what it points to (dlock_lease_store_scan_pending) */
+DlockLease *
+dlock_lease_copy(const DlockLease *l)
+{
+	DlockLease *c = palloc(sizeof(DlockLease));
+
+	*c = *l;
+	if (l->holder != NULL)
+		c->holder = DatumGetTextPCopy(PointerGetDatum(l->holder));
+	if (l->abandoned_by != NULL)
+		c->abandoned_by = DatumGetTextPCopy(PointerGetDatum(l->abandoned_by));
+	return c;
+}
+
+typedef struct PendingArray
+{
+	DlockLease *ls;
+	int			n;
+	int			size;
+} PendingArray;
+
+static void
+add_pending(const DlockLease *l, void *arg)
+{
+	PendingArray *a = arg;
+
+	if (a->n == a->size)
+	{
+		a->size *= 2;
+		a->ls = repalloc(a->ls, sizeof(DlockLease) * a->size);
+	}
+	a->ls[a->n] = *l;
+	if (l->holder != NULL)
+		a->ls[a->n].holder = DatumGetTextPCopy(PointerGetDatum(l->holder));
+	if (l->abandoned_by != NULL)
+		a->ls[a->n].abandoned_by =
+			DatumGetTextPCopy(PointerGetDatum(l->abandoned_by));
+	a->n++;
+}
+
+/*
+ * Every version dlock_lease_store_scan_pending sees, kept: a palloc'd
+ * array, its length in *n (for the rare callers that need them all).
+ */
+DlockLease *
+dlock_lease_store_fetch_pending(DlockStore *s, text *key, int *n)
+{
+	PendingArray a;
+
+	a.size = 4;
+	a.n = 0;
+	a.ls = palloc(sizeof(DlockLease) * a.size);
+	dlock_lease_store_scan_pending(s, key, add_pending, &a);
+	*n = a.n;
+	return a.ls;
 }
 
 static HeapTuple

@@ -30,6 +30,9 @@ typedef struct DlockLease
 	TransactionId changing;		/* another transaction in progress that
 								 * updated that version (a bulk release: see
 								 * lease.c), or InvalidTransactionId */
+	bool		uncommitted;	/* another transaction's write, not yet
+								 * committed (dlock_lease_store_scan_pending
+								 * only): changing is that transaction */
 	text	   *abandoned_by;	/* an abandoned hand-over grant (reads as
 								 * free): its holder, else NULL */
 	Oid			abandoned_owner;	/* and its role */
@@ -58,6 +61,12 @@ extern bool dlock_lease_store_has_slots(DlockStore *s);
 extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
 extern DlockLease *dlock_lease_store_fetch_all(DlockStore *s, text *key,
 											   int *n);
+typedef void (*DlockRowFn) (const DlockLease *l, void *arg);
+extern void dlock_lease_store_scan_pending(DlockStore *s, text *key,
+										   DlockRowFn fn, void *arg);
+extern DlockLease *dlock_lease_store_fetch_pending(DlockStore *s, text *key,
+												   int *n);
+extern DlockLease *dlock_lease_copy(const DlockLease *l);
 
 extern void dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,

@@ -56,19 +56,16 @@
  */
 
 /*
- * dlock_acquire: reads and writes the key's row of dlock.lease directly
+ * dlock_acquire (since 0.5 one function, slots DEFAULT 1: a lease, or a
+ * counting semaphore's slot; 0.4's four-argument one, dlock_acquire_sql,
+ * was the same with slots 1): reads and writes the key's rows of
+ * dlock.lease directly
  * (lease.c, lease_store.c), draws the token with nextval_internal on the
  * sequence found by OID (base_token.c), waits in shared memory (lease_acquire.c,
  * wait.c).  One grant in 1024 also asks for a sweep of idle rows
  * (maint_sweep.c), which runs as SQL at the pre-commit of the transaction, after
  * the function has returned (when a pinned search_path would be gone
  * anyway), through base_spi.c, which pins its own settings.
- */
-DLOCK_NO_SEARCH_PATH("dlock_acquire(text, text, interval, interval)", dlock_acquire_sql)
-
-/*
- * dlock_acquire with slots (a counting semaphore, issue 26): as above; a
- * semaphore's rows are read through the same primary key index.
  */
 DLOCK_NO_SEARCH_PATH("dlock_acquire(text, text, interval, interval, integer)", dlock_acquire_slots_sql)
 

@@ -74,6 +74,30 @@ static int	nkept = 0;
  * could take the holder over between the two and, finding the mark moved,
  * leave the expiry to a round that then rolls back: it would never be sent.
  */
+/*
+ * True when no row of key is being written by another transaction and
+ * the slot lock of every semaphore or shared holder that ran out could be
+ * had in share mode (kept to the round's end, as the key's lock is).
+ */
+static bool
+slots_settled(text *key, const DlockLease *ls, int n, TimestampTz now)
+{
+	for (int i = 0; i < n; i++)
+	{
+		DlockKeyLock sl;
+
+		if (TransactionIdIsValid(ls[i].changing))
+			return false;
+		if (!ls[i].held || ls[i].slots == 1 || ls[i].expires_at > now)
+			continue;
+		sl = dlock_key_for_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+								ls[i].slot);
+		if (!dlock_key_trylock(&sl, ShareLock))
+			return false;
+	}
+	return true;
+}
+
 static void
 check_key(DlockStore *s, text *key, TimestampTz *next)
 {
@@ -92,6 +116,18 @@ check_key(DlockStore *s, text *key, TimestampTz *next)
 	}
 	ls = dlock_lease_store_fetch_all(s, key, &n);
 	now = GetCurrentTimestamp();
+	/*
+	 * A holder of a semaphore or shared leases writes and fences its row
+	 * under its slot's lock only (lease.c): a row being written, or one
+	 * that ran out whose slot lock cannot be had (its holder's fence, a
+	 * takeover), is looked at again later, as a key being written is.
+	 */
+	if (!slots_settled(key, ls, n, now))
+	{
+		dlock_key_unlock(&kl, ShareLock);
+		*next = Min(*next, GetCurrentTimestamp() + BUSY_RETRY_MS * 1000);
+		return;
+	}
 	/* before an acquire may take one of them over */
 	dlock_watch_read_through(key, now);
 	for (int i = 0; i < n; i++)

@@ -488,7 +488,14 @@ watch_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		if (event == SUBXACT_EVENT_COMMIT_SUB)
 			ev->subid = parent;
 		else
+		{
+			/* freed too: a loop of savepoints must not grow the transaction */
 			events = foreach_delete_current(events, lc);
+			pfree(ev->key);
+			if (ev->holder != NULL)
+				pfree(ev->holder);
+			pfree(ev);
+		}
 	}
 }
 
