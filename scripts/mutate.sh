@@ -250,27 +250,27 @@ cli-watch-text-current-json@cli/watch.c@\telse if (PQntuples(r) == 0)\n\t\tprint
 cli-run-lost-no-cause@cli/run.c@\t\tsay_lost(l, rc, "");@\t\tfprintf(stderr, "dlock: lease %s lost\\n", o->key);@tap:102_watch_cli
 cli-quiet-if-held-ignored@cli/acquire.c@\tif (o->quiet_if_held)\n\t\treturn EXIT_NOT_ACQUIRED;@\tif (false)\n\t\treturn EXIT_NOT_ACQUIRED;@tap:102_watch_cli
 # the Python and Node clients' promises (issues 35 and 36): renewal connection, one lease per key and holder, fence in the write's transaction, loss from the sending, loss signalled
-client-node-renew-through-pool@clients/node/lib/lease.js@  const caller = Caller.own(pool)@  const caller = new Caller(pool)@clients
-client-node-claims-renew-through-pool@clients/node/lib/claims.js@    renewCaller: Caller.own(pool),@    renewCaller: new Caller(pool),@clients
-client-node-same-holder-twice@clients/node/lib/core.js@  if (i >= 0) {\n    throw new HolderInUseError@  if (false) {\n    throw new HolderInUseError@clients
-client-node-holder-freed-before-release@clients/node/lib/lease.js@    this._done = true\n    try {\n      await this._releaseCall()@    this._done = true\n    this._unreserve()\n    try {\n      await this._releaseCall()@clients
-client-node-fence-own-transaction@clients/node/lib/lease.js@    const own = status !== 'T'@    const own = false@clients
-client-node-write-after-refused-fence@clients/node/lib/lease.js@      if (fence.rows[0].r !== true) {@      if (false) {@clients
-client-node-refused-fence-not-loss@clients/node/lib/lease.js@        this._keeper.declareLost('the fence (dlock_validate) refused the token')\n@@clients
-client-node-loss-from-answer@clients/node/lib/core.js@        this.deadline = sent + this.ttlMs@        this.deadline = now() + this.ttlMs@clients
-client-node-refused-renewal-not-loss@clients/node/lib/core.js@        this._lose('the server refused the renewal (expired, released or taken over)')\n        return@        nextAt = sent + this.period@clients
-client-node-loss-not-signalled@clients/node/lib/lease.js@    this.lostReason = err.message\n    this._ctl.abort(err)@    this.lostReason = err.message@clients
-client-py-same-holder-twice@clients/python/src/dlock/_core.py@            if (k, h) in _holding:@            if False:@clients
-client-py-holder-freed-before-release@clients/python/src/dlock/_lease.py@        await keeper.stop()\n        try:@        await keeper.stop()\n        self._unreserved()\n        try:@clients
-client-py-fence-own-transaction@clients/python/src/dlock/_lease.py@                raise self._fence_refused()\n            cursor.execute(query, params)@                raise self._fence_refused()\n        cursor.execute(query, params)@clients
-client-py-aio-fence-own-transaction@clients/python/src/dlock/aio.py@                raise self._fence_refused()\n            await cursor.execute(query, params)@                raise self._fence_refused()\n        await cursor.execute(query, params)@clients
-client-py-write-after-refused-fence@clients/python/src/dlock/_lease.py@            if not row or not row[0]:\n                self._declare_lost()@            if False:\n                self._declare_lost()@clients
-client-py-refused-fence-not-loss@clients/python/src/dlock/_lease.py@                self._declare_lost()\n                raise self._fence_refused()@                raise self._fence_refused()@clients
-client-py-loss-from-answer@clients/python/src/dlock/_core.py@                self.deadline = sent + self.ttl@                self.deadline = now() + self.ttl@clients
-client-py-refused-renewal-not-loss@clients/python/src/dlock/_core.py@                self._lose("the server refused the renewal (expired, released or taken over)")\n                return@                next_at = sent + self.period@clients
-client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost_reason = str(exc)\n        self.lost.set()@        self.lost_reason = str(exc)@clients
-client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients
-client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients
+client-node-renew-through-pool@clients/node/lib/lease.js@  const caller = Caller.own(pool)@  const caller = new Caller(pool)@clients:node:pool.busy clients:node:own.connection.cannot
+client-node-claims-renew-through-pool@clients/node/lib/claims.js@    renewCaller: Caller.own(pool),@    renewCaller: new Caller(pool),@clients:node:pool.busy
+client-node-same-holder-twice@clients/node/lib/core.js@  if (i >= 0) {\n    throw new HolderInUseError@  if (false) {\n    throw new HolderInUseError@clients:node:^the.same.holder
+client-node-holder-freed-before-release@clients/node/lib/lease.js@    this._done = true\n    try {\n      await this._releaseCall()@    this._done = true\n    this._unreserve()\n    try {\n      await this._releaseCall()@clients:node:refused.until.the.first
+client-node-fence-own-transaction@clients/node/lib/lease.js@    const own = status !== 'T'@    const own = false@clients:node:fence.s.transaction clients:node:no.change.of.hands
+client-node-write-after-refused-fence@clients/node/lib/lease.js@      if (fence.rows[0].r !== true) {@      if (false) {@clients:node:^a.refused.fence clients:node:the.fence.checks.every.key
+client-node-refused-fence-not-loss@clients/node/lib/lease.js@        this._keeper.declareLost('the fence (dlock_validate) refused the token')\n@@clients:node:^a.refused.fence clients:node:the.fence.checks.every.key
+client-node-loss-from-answer@clients/node/lib/core.js@        this.deadline = sent + this.ttlMs@        this.deadline = now() + this.ttlMs@clients:node:sending.of.a.renewal
+client-node-refused-renewal-not-loss@clients/node/lib/core.js@        this._lose('the server refused the renewal (expired, released or taken over)')\n        return@        nextAt = sent + this.period@clients:node:^lost.by.dlock_force_release
+client-node-loss-not-signalled@clients/node/lib/lease.js@    this.lostReason = err.message\n    this._ctl.abort(err)@    this.lostReason = err.message@clients:node:^lost.by.dlock_force_release
+client-py-same-holder-twice@clients/python/src/dlock/_core.py@            if (k, h) in _holding:@            if False:@clients:python:same_holder
+client-py-holder-freed-before-release@clients/python/src/dlock/_lease.py@        await keeper.stop()\n        try:@        await keeper.stop()\n        self._unreserved()\n        try:@clients:python:same_holder_refused_until_the_first_release
+client-py-fence-own-transaction@clients/python/src/dlock/_lease.py@                raise self._fence_refused()\n            cursor.execute(query, params)@                raise self._fence_refused()\n        cursor.execute(query, params)@clients:python:test_execute_runs_in_the_fence_transaction clients:python:test_no_takeover_between_the_fence_and_the_write
+client-py-aio-fence-own-transaction@clients/python/src/dlock/aio.py@                raise self._fence_refused()\n            await cursor.execute(query, params)@                raise self._fence_refused()\n        await cursor.execute(query, params)@clients:python:test_execute_asyncio_runs_in_the_fence_transaction
+client-py-write-after-refused-fence@clients/python/src/dlock/_lease.py@            if not row or not row[0]:\n                self._declare_lost()@            if False:\n                self._declare_lost()@clients:python:test_fence_refused_declares_the_loss
+client-py-refused-fence-not-loss@clients/python/src/dlock/_lease.py@                self._declare_lost()\n                raise self._fence_refused()@                raise self._fence_refused()@clients:python:test_fence_refused_declares_the_loss
+client-py-loss-from-answer@clients/python/src/dlock/_core.py@                self.deadline = sent + self.ttl@                self.deadline = now() + self.ttl@clients:python:late_renewal
+client-py-refused-renewal-not-loss@clients/python/src/dlock/_core.py@                self._lose("the server refused the renewal (expired, released or taken over)")\n                return@                next_at = sent + self.period@clients:python:test_lost_by_force_release
+client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost_reason = str(exc)\n        self.lost.set()@        self.lost_reason = str(exc)@clients:python:test_lost_by_force_release
+client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients:node:sending.of.an.acquire
+client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients:python:late_acquire
 # semaphores and shared leases: each holding its own lock (issue 35)
 slot-fence-holds-key@src/lease.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
 slot-grant-keeps-key@src/lease.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact

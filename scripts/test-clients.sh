@@ -35,7 +35,13 @@
 #   DLOCK_SRC                source tree whose clients/ to test (default: this repository)
 #   DLOCK_CLIENTS_NO_BUILD=1 dlock is built and installed already (DLOCK_PG_BIN)
 #   DLOCK_TIMEOUT_CLIENTS    time limit of each runner in seconds (default 900)
-#   DLOCK_CLIENTS_ONLY       python or node: run only that one
+#   DLOCK_CLIENTS_ONLY       python or node: run only that one; or entries
+#                            LANG:NAME (space separated): only LANG's tests
+#                            whose names match NAME (pytest -k NAME, joined
+#                            with "or"; node --test-name-pattern NAME, a
+#                            regular expression), e.g. "python:same_holder
+#                            node:same.holder" (client mutants); with
+#                            DLOCK_FAIL_FAST=1 pytest stops at its first failure
 #   DLOCK_KEEP=1             keep the /tmp work directory
 set -uo pipefail
 
@@ -111,11 +117,38 @@ fi
 # ---------------------------------------------------------------------------
 echo "==> dlock clients tests: source $SRC/clients"
 [ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] || fail_early "$SRC/clients is missing"
-case "$ONLY" in
-    ''|python|node) ;;
-    *) fail_early "DLOCK_CLIENTS_ONLY must be python or node, not '$ONLY'" ;;
-esac
-want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+LANGS=
+PY_K=()       # pytest -k names, when only some Python tests run
+NODE_PAT=()   # node --test-name-pattern patterns, likewise
+PY_ALL=0
+NODE_ALL=0
+for e in $ONLY; do
+    lang=${e%%:*}
+    case "$lang" in
+        python|node) ;;
+        *) fail_early "DLOCK_CLIENTS_ONLY takes python, node, python:NAME or node:NAME, not '$e'" ;;
+    esac
+    LANGS+=" $lang"
+    if [ "$e" = "$lang" ]; then
+        [ "$lang" = python ] && PY_ALL=1 || NODE_ALL=1
+    elif [ "$lang" = python ]; then
+        PY_K+=("${e#*:}")
+    else
+        NODE_PAT+=("--test-name-pattern=${e#*:}")
+    fi
+done
+[ "$PY_ALL" = 1 ] && PY_K=()
+[ "$NODE_ALL" = 1 ] && NODE_PAT=()
+# the node file's 'setup' test makes what the others use
+[ ${#NODE_PAT[@]} -gt 0 ] && NODE_PAT+=("--test-name-pattern=^setup\$")
+want() { [ -z "$ONLY" ] || [[ "$LANGS " == *" $1 "* ]]; }
+PYTEST_ARGS=()
+if [ ${#PY_K[@]} -gt 0 ]; then
+    k=${PY_K[0]}
+    for n in "${PY_K[@]:1}"; do k+=" or $n"; done
+    PYTEST_ARGS+=(-k "$k")
+fi
+[ "${DLOCK_FAIL_FAST:-0}" = 1 ] && PYTEST_ARGS+=(-x)
 DLOCK_PACKAGES+=(pgbouncer)
 want python && DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools)
 # node and npm: Debian's, unless some are on PATH already (a NodeSource
@@ -235,7 +268,7 @@ if want python; then
                 >>"$WORK/pip.log" 2>&1; then
         echo "==> [python] pytest"
         run_bounded python "$WORK/src/clients/python" "$WORK/pytest.log" \
-            "$WORK/venv/bin/python" -m pytest -v -p no:cacheprovider tests
+            "$WORK/venv/bin/python" -m pytest -v -p no:cacheprovider ${PYTEST_ARGS[@]+"${PYTEST_ARGS[@]}"} tests
         server_up
         line=$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$WORK/pytest.log" | tail -n 1)
         p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
@@ -250,7 +283,9 @@ if want python; then
         echo "==> [python] $p passed, $f failed   (pytest: ${line:-no summary})"
         PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
         echo "==> [python] the same install by the package's own wheel builder (DLOCK_BUILD_FALLBACK=1)"
-        if $PY -m venv --system-site-packages "$WORK/venv2" >>"$WORK/pip.log" 2>&1 &&
+        if [ ${#PY_K[@]} -gt 0 ]; then
+            echo "==> [python] left out: only the tests named ${PY_K[*]} run"
+        elif $PY -m venv --system-site-packages "$WORK/venv2" >>"$WORK/pip.log" 2>&1 &&
                 DLOCK_BUILD_FALLBACK=1 "$WORK/venv2/bin/pip" install --no-build-isolation --no-index \
                     "$WORK/src/clients/python" >>"$WORK/pip.log" 2>&1 &&
                 "$WORK/venv2/bin/python" -c 'import dlock, dlock.aio, importlib.metadata as m
@@ -279,7 +314,8 @@ if want node; then
     echo "==> [node] npm ci (clients/node, as locked)"
     if (cd "$WORK/src/clients/node" && npm ci --no-audit --no-fund) >"$WORK/npm.log" 2>&1; then
         echo "==> [node] node --test"
-        run_bounded node "$WORK/src/clients/node" "$WORK/node.log" bash -c 'exec node --test test/*.test.js'
+        run_bounded node "$WORK/src/clients/node" "$WORK/node.log" \
+            bash -c 'exec node --test "$@" test/*.test.js' node ${NODE_PAT[@]+"${NODE_PAT[@]}"}
         server_up
         p=$(sed -nE 's/^(# |ℹ )pass ([0-9]+)$/\2/p' "$WORK/node.log" | tail -n 1)
         f=$(sed -nE 's/^(# |ℹ )fail ([0-9]+)$/\2/p' "$WORK/node.log" | tail -n 1)

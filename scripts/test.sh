@@ -52,7 +52,11 @@
 #                          logs/tap/NAME.log, and shown when the file fails)
 #   DLOCK_ONLY             run only these tests, e.g. "regress:lease_basic
 #                          isolation:wait_fifo tap:015_wake" (scripts/mutate.sh);
-#                          a suite with none of them is left out
+#                          a suite with none of them is left out; "clients"
+#                          runs both clients' tests, "clients:python" or
+#                          "clients:node" one client's, "clients:LANG:NAME"
+#                          only its tests whose names match NAME (pytest -k,
+#                          node --test-name-pattern; scripts/test-clients.sh)
 #   DLOCK_SKIP             leave these tests out, e.g. "tap:081_cli_args clients"
 #                          (scripts/test-matrix.sh in CI: what does not differ
 #                          by PostgreSQL version runs once, on this machine)
@@ -644,7 +648,14 @@ dlock_cluster_stop "$WORK/cluster"
 # proxy settings to reach the registry.
 if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
         [[ " ${DLOCK_SKIP:-} " != *" clients "* ]]; then
+    # DLOCK_ONLY's clients:LANG[:NAME] entries narrow the run to one
+    # client's tests (whose names match NAME): what a client mutant needs
     CLIENTS_ONLY=
+    if [ -n "$ONLY" ] && [[ " $DLOCK_ONLY " != *" clients "* ]]; then
+        for e in $DLOCK_ONLY; do
+            [[ $e == clients:* ]] && CLIENTS_ONLY+="${CLIENTS_ONLY:+ }${e#clients:}"
+        done
+    fi
     if [ -f /etc/apt/apt.conf.d/99dlock-matrix ]; then
         CLIENTS_ONLY=python
         NOTES+=("NOTE: [clients] in a root of scripts/test-matrix.sh: the Python client only (no npm registry there)")
