@@ -14,9 +14,14 @@
 #    waiting and releasing work, with tokens greater than before.
 # Without it:
 #  - CREATE EXTENSION works; dlock_waiters and dlock_stats() are empty;
-#  - a wait (which polls every dlock.poll_interval ms) gets the key shortly
-#    after it is released, and ends with the usual error on
-#    statement_timeout.
+#  - a wait (which polls every dlock.poll_interval ms) gets the key once it
+#    is released, and ends with the usual error on statement_timeout.
+#
+# With dlock preloaded the cluster runs with dlock.safety_wake = 1 hour;
+# every waiter that must get the key waits up to an hour under a
+# statement_timeout of a minute: one that is not woken by the release fails
+# its statement instead of being rescued by the safety wake.  No duration is
+# asserted, and every step waits for the state it needs (issue 36).
 
 use strict;
 use warnings;
@@ -34,7 +39,8 @@ use Test::More;
 sub start_wait
 {
 	my ($node, $key, $holder, $ttl, $wait) = @_;
-	my $bg = $node->background_psql('postgres', on_error_stop => 0);
+	my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
+	$bg->query_safe("SET statement_timeout = '60s'");
 	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 	$bg->query_until(qr/starting wait/,
 		    "\\echo starting wait\n"
@@ -70,9 +76,9 @@ sub end_psql
 	return;
 }
 
-# Wait until the first waiter for key has slept for 300 ms.  A waiter also
-# wakes by itself about once a second; a release made now and answered
-# within 500 ms was answered by the wake-up on release, not by that timer.
+# Wait until the first waiter for key has slept for 300 ms, so that the
+# release that follows finds it asleep (with dlock.safety_wake = 1 hour,
+# only the wake-up on release can end that sleep).
 sub settle
 {
 	my ($node, $key) = @_;
@@ -97,7 +103,8 @@ sub waiters
 my $node = PostgreSQL::Test::Cluster->new('wait_preload');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'dlock'\nrestart_after_crash = on");
+	"shared_preload_libraries = 'dlock'\nrestart_after_crash = on\n"
+	  . "dlock.safety_wake = '1h'\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
 
@@ -106,11 +113,11 @@ my $tok_h = $node->safe_psql('postgres',
 like($tok_h, qr/^\d+$/, 'holder got tw:k');
 
 # two waiters, then pg_terminate_backend of the head, then of the other
-my ($w1, $pid1) = start_wait($node, 'tw:k', 'w1', '1 hour', '20 s');
+my ($w1, $pid1) = start_wait($node, 'tw:k', 'w1', '1 hour', '1 hour');
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tw:k'")
   or die 'w1 never queued';
-my ($w2, $pid2) = start_wait($node, 'tw:k', 'w2', '1 hour', '20 s');
+my ($w2, $pid2) = start_wait($node, 'tw:k', 'w2', '1 hour', '1 hour');
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 2 FROM dlock_waiters WHERE key = 'tw:k'")
   or die 'w2 never queued';
@@ -145,7 +152,7 @@ is( $node->safe_psql(
 	'the terminated waiters left no lease: holder still has its token');
 
 # a new waiter is first in line and gets the key at once on release
-my ($w3, $pid3) = start_wait($node, 'tw:k', 'w3', '1 hour', '20 s');
+my ($w3, $pid3) = start_wait($node, 'tw:k', 'w3', '1 hour', '1 hour');
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tw:k'")
   or die 'w3 never queued';
@@ -159,11 +166,6 @@ my ($tok3, $got3) = split /\|/, wait_result($w3);
 end_psql($w3);
 ok($tok3 > $tok_h, 'w3 got tw:k with a greater token');
 is( $node->safe_psql(
-		'postgres',
-		"SELECT '$got3'::timestamptz - '$rel_ts'::timestamptz < interval '500 ms'"),
-	't',
-	'w3 got tw:k less than 500 ms after the release');
-is( $node->safe_psql(
 		'postgres', "SELECT holder FROM dlock_locks WHERE key = 'tw:k'"),
 	'w3', 'w3 holds tw:k');
 
@@ -171,15 +173,31 @@ is( $node->safe_psql(
 # moves up, and gets the key at once on release (not at its next safety wake)
 my $tok_to = $node->safe_psql('postgres',
 	"SELECT dlock_acquire('tw:to', 'holder', '1 hour')");
-my ($w4, $pid4) = start_wait($node, 'tw:to', 'w4', '1 hour', '1 s');
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tw:to'")
-  or die 'w4 never queued';
-my ($w5, $pid5) = start_wait($node, 'tw:to', 'w5', '1 hour', '20 s');
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 2 FROM dlock_waiters WHERE key = 'tw:to'")
-  or die 'w5 never queued';
-is(waiters($node, 'tw:to'), 'w4:1,w5:2', 'w4 heads the queue, w5 behind it');
+# w4's short wait must still run while w5 queues behind it: a machine too
+# slow for that gets the whole case again, with a longer wait for w4
+my ($w4, $pid4, $w5, $pid5);
+for my $secs (2, 8, 32, 128, 512)
+{
+	($w4, $pid4) = start_wait($node, 'tw:to', 'w4', '1 hour', "$secs s");
+	$node->poll_query_until('postgres',
+		"SELECT EXISTS (SELECT FROM dlock_waiters WHERE key = 'tw:to' AND holder = 'w4')"
+		  . " OR EXISTS (SELECT FROM pg_stat_activity WHERE pid = $pid4 AND state = 'idle')")
+	  or die 'w4 never queued nor ended';
+	($w5, $pid5) = start_wait($node, 'tw:to', 'w5', '1 hour', '1 hour');
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tw:to' AND holder = 'w5'")
+	  or die 'w5 never queued';
+	last if waiters($node, 'tw:to') eq 'w4:1,w5:2';
+	note("w4's wait of $secs s ran out before w5 queued: again with a longer one");
+	wait_result($w4);
+	end_psql($w4);
+	$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid5)");
+	wait_result($w5);
+	end_psql($w5);
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM dlock_waiters WHERE key = 'tw:to'")
+	  or die 'w5 never left';
+}
 my ($tok4) = split /\|/, wait_result($w4);
 end_psql($w4);
 is($tok4, '', 'the head w4 timed out with nothing (NULL)');
@@ -191,11 +209,6 @@ $rel_at = $node->safe_psql('postgres',
 my ($tok5, $got5) = split /\|/, wait_result($w5);
 end_psql($w5);
 ok($tok5 > $tok_to, 'w5 got tw:to after the holder released it');
-is( $node->safe_psql(
-		'postgres',
-		"SELECT '$got5'::timestamptz - '$rel_ts'::timestamptz < interval '500 ms'"),
-	't',
-	'w5 got tw:to less than 500 ms after the release');
 $node->safe_psql('postgres', "SELECT dlock_release('tw:to', 'w5')");
 
 # ---------------------------------------------------------------------
@@ -216,7 +229,7 @@ my $max_before = $node->safe_psql('postgres',
 my @before_rows = split /\n/, $before;
 is(scalar(@before_rows), 3, 'three leases before the crash (tc:1, tc:2, tw:k)');
 
-my ($wk, $pidk) = start_wait($node, 'tc:1', 'doomed', '1 hour', '20 s');
+my ($wk, $pidk) = start_wait($node, 'tc:1', 'doomed', '1 hour', '1 hour');
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tc:1'")
   or die 'doomed waiter never queued';
@@ -236,7 +249,7 @@ is( $node->safe_psql(
 		'postgres', "SELECT count(*) FROM dlock.lease WHERE holder = 'doomed'"),
 	'0', 'the killed waiter holds nothing');
 
-my ($w_after, $pid_after) = start_wait($node, 'tc:1', 'w4', '1 hour', '20 s');
+my ($w_after, $pid_after) = start_wait($node, 'tc:1', 'w4', '1 hour', '1 hour');
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'tc:1'")
   or die 'w4 never queued';
@@ -249,11 +262,6 @@ is($released_after, 't', 'holder-1 releases tc:1');
 my ($tok_after, $got_after) = split /\|/, wait_result($w_after);
 end_psql($w_after);
 ok($tok_after > $max_before, 'the waiter got tc:1 with a token greater than any before the crash');
-is( $node->safe_psql(
-		'postgres',
-		"SELECT '$got_after'::timestamptz - '$rel_after'::timestamptz < interval '500 ms'"),
-	't',
-	'the waiter got tc:1 less than 500 ms after the release');
 my $tok_new = $node->safe_psql('postgres',
 	"SELECT dlock_acquire('tc:3', 'new', '1 hour')");
 ok($tok_new > $tok_after, 'a plain acquire after the restart works, with a greater token');
@@ -274,7 +282,7 @@ pass('CREATE EXTENSION dlock works without shared_preload_libraries');
 
 my $tok_p = $plain->safe_psql('postgres',
 	"SELECT dlock_acquire('tp:k', 'holder', '1 hour')");
-my ($wp, $pidp) = start_wait($plain, 'tp:k', 'wp', '1 hour', '20 s');
+my ($wp, $pidp) = start_wait($plain, 'tp:k', 'wp', '1 hour', '1 hour');
 ok( $plain->poll_query_until(
 		'postgres',
 		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $pidp"),
@@ -290,11 +298,6 @@ is($released_p, 't', 'holder released tp:k');
 my ($tok_wp, $got_wp) = split /\|/, wait_result($wp);
 end_psql($wp);
 ok($tok_wp > $tok_p, 'the polling waiter got tp:k with a greater token');
-is( $plain->safe_psql(
-		'postgres',
-		"SELECT '$got_wp'::timestamptz - '$rel_p'::timestamptz < interval '500 ms'"),
-	't',
-	'the polling waiter got tp:k less than 500 ms after the release');
 
 my ($ret, $stdout, $stderr) = $plain->psql('postgres',
 	"SET statement_timeout = '200ms'; SELECT dlock_acquire('tp:k', 'late', '1 hour', '1 min')"
