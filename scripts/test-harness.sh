@@ -14,10 +14,11 @@
 #                          DLOCK_LEFTOVER_GRACE: no failure
 #
 # Then a run stopped with SIGTERM in the middle of t/990_hang.pl must end at
-# once and leave nothing.  After each run, no process it started may be alive
+# once and leave nothing.  Last, scripts/test-mutate.sh checks
+# scripts/mutate.sh the same way (its assertions are counted here).  After each run, no process it started may be alive
 # (they carry this script's tag in their environment).
 #
-#   sudo bash scripts/test-harness.sh        (about three minutes; two builds)
+#   sudo bash scripts/test-harness.sh        (about ten minutes; three builds)
 #
 # Prints `N passed, N failed` last; exits non-zero on a failure.
 set -uo pipefail
@@ -156,6 +157,18 @@ check "SIGTERM ends the run within a minute (exit $rc)" '[ -n "$ended" ] && [ "$
 sleep 1
 left=$(dlock_tagged_pids "DLOCK_HARNESS_TAG=$TAG")
 check "no process of the stopped run is left (${left:-none})" '[ -z "$left" ]'
+
+# --- scripts/mutate.sh's own promises: scripts/test-mutate.sh ---
+echo "==> scripts/test-mutate.sh (scripts/mutate.sh: credits, clients, --all-tests, /tmp)"
+bash "$REPO/scripts/test-mutate.sh" </dev/null >"$W/test-mutate.log" 2>&1
+rc=$?
+sed 's/^/    /' "$W/test-mutate.log"
+last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/test-mutate.log" | tail -n 1)
+mp=$(sed -nE 's/^([0-9]+) passed.*/\1/p' <<<"$last")
+mf=$(sed -nE 's/^[0-9]+ passed, ([0-9]+) failed$/\1/p' <<<"$last")
+[ "$rc" -ne 0 ] && [ "${mf:-0}" -eq 0 ] && mf=1
+PASS=$((PASS + ${mp:-0}))
+FAIL=$((FAIL + ${mf:-0}))
 
 echo "==> test-harness.sh: $((SECONDS - START)) s"
 echo "$PASS passed, $FAIL failed"
