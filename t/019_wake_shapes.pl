@@ -5,24 +5,26 @@
 # out of the way.
 #
 # The cluster runs with dlock.safety_wake = 1 hour, and every waiter here
-# waits up to an hour under a statement_timeout of $LIMIT: a waiter that is
-# woken gets its token in milliseconds; one that is not woken sleeps until
-# the statement_timeout ends its statement with an error, and the test
-# fails (no duration is asserted: the limit only tells a missing wake-up
-# from a slow machine).  Every step waits for the state it needs (a waiter
-# in dlock_waiters), never for a time.  Shapes:
+# waits up to an hour: a waiter that is woken gets its token in
+# milliseconds; one that is not woken sleeps on, and the test gives up on
+# it after $LIMIT seconds and fails (the limit is kept by the test, on the
+# client's side: a server-side statement_timeout would wake the waiter,
+# which would then find the key free; no duration is asserted: the limit
+# only tells a missing wake-up from a slow machine).  Every step waits for
+# the state it needs (a waiter in dlock_waiters), never for a time.  Shapes:
 #  - release to a waiter in a transaction block (woken, not handed over);
 #  - an acquiring transaction that rolls back, the waiter in a block;
 #  - release to a waiter in a statement of its own (handed over);
 #  - a rolled-back release that handed the lease over: the waiter waits on,
 #    and the next release that commits gives it the key;
-#  - a hand-over grant abandoned by its waiter's failing statement: the
-#    waiter behind it gets the key;
+#  - a hand-over grant abandoned by its waiter (cancelled once the next
+#    waiter sleeps at the head of the queue): that waiter gets the key;
 #  - semaphores: two slots freed in one transaction go to two waiters; a
 #    slot that runs out wakes a waiter while the other slot is held long;
 #  - shared leases: a reader queued behind another reader's open
 #    transaction gets the key at its commit; a reader queued behind a
-#    waiting writer gets the key when the writer gives up (is cancelled);
+#    waiting writer gets the key when the writer gives up (is cancelled, or
+#    its wait runs out inside a transaction block that stays open);
 #  - dlock_acquire_all: a call waiting for its last key gets them all at
 #    its release; a waiter of a key that such a call holds gets it when the
 #    call is cancelled inside a savepoint, while the caller's transaction
@@ -41,10 +43,10 @@ use lib $FindBin::RealBin;
 use DlockProcesses;    # every process started here is stopped on every exit path
 use Test::More;
 
-# how long a waiter may take before it counts as never woken: a woken
-# waiter takes milliseconds, a thousand times less even at load 8 on two
-# cores; one never woken would sleep its hour
-my $LIMIT = '60s';
+# how long a waiter may take before it counts as never woken, in seconds:
+# a woken waiter takes milliseconds, a thousand times less even at load 8
+# on two cores; one never woken would sleep its hour
+my $LIMIT = 60;
 
 my $node = PostgreSQL::Test::Cluster->new('wake_shapes');
 $node->init;
@@ -54,6 +56,7 @@ $node->append_conf('postgresql.conf',
 	  . "max_prepared_transactions = 4\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
+$node->safe_psql('postgres', 'CREATE TABLE gate (n int); INSERT INTO gate VALUES (0)');
 
 # Poll until SQL returns 't'; dies when it never does (the TAP file's own
 # time limit is the real one: this only waits on the state).
@@ -74,7 +77,6 @@ sub start_wait
 {
 	my ($sql, $setup) = @_;
 	my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
-	$bg->query_safe("SET statement_timeout = '$LIMIT'");
 	$bg->query_safe($setup) if $setup;
 	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 	$bg->query_until(qr/starting wait/,
@@ -82,12 +84,16 @@ sub start_wait
 	return { bg => $bg, pid => $pid };
 }
 
-# What the waiting statement returned ('' after an error, e.g. the
-# statement_timeout of a waiter never woken).
+# What the waiting statement returned ('' after an error); dies when it has
+# not returned within $LIMIT seconds from now (a waiter never woken: the
+# timer is the test's, and does not disturb the waiter).
 sub result_of
 {
 	my ($w) = @_;
-	my $out = $w->{bg}->query_until(qr/wait finished\n/, "\\echo wait finished\n");
+	$w->{bg}{timeout}->start($LIMIT);
+	my $out = eval { $w->{bg}->query_until(qr/wait finished\n/, "\\echo wait finished\n") };
+	die "a waiter was not woken: no answer within $LIMIT s" unless defined $out;
+	$w->{bg}{timeout}->start(3600);
 	$out =~ s/\n?wait finished\n//;
 	return $out;
 }
@@ -188,16 +194,32 @@ finish($w);
 is(holders_of('ws:rb'), 'w', 'rolled-back release: it holds the key');
 
 # --- a hand-over grant abandoned by its waiter: the next waiter gets it ---
+# w1 is handed the key, then its statement stops at a gate (a row lock the
+# test holds) until w2 sleeps at the head of the queue; then w1 is
+# cancelled: its transaction rolls back, the grant is abandoned, and only
+# that can wake w2 (w1 wrote nothing of its own)
 $node->safe_psql('postgres', "SELECT dlock_acquire('ws:ab', 'h', '1 hour')");
-$w = start_wait(fails_after(acquire_sql('ws:ab', 'w1')));
+my $gate = $node->background_psql('postgres', timeout => 3600);
+$gate->query_safe('BEGIN; SELECT n FROM gate FOR UPDATE');
+$w = start_wait('CASE WHEN ' . acquire_sql('ws:ab', 'w1')
+	  . ' IS NOT NULL THEN (SELECT n FROM gate FOR SHARE) END');
 queued('ws:ab', 'w1');
 $w2 = start_wait(acquire_sql('ws:ab', 'w2'));
 queued('ws:ab', 'w1,w2');
 $node->safe_psql('postgres', "SELECT dlock_release('ws:ab', 'h')");
-is(result_of($w), '', 'abandoned: the first waiter failed after it was handed the key');
+until_true("SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $w->{pid} AND wait_event_type = 'Lock'",
+	'w1 at the gate');
+queued('ws:ab', 'w2');
+until_true("SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $w2->{pid} AND wait_event_type = 'Extension'",
+	'w2 asleep');
+is(holders_of('ws:ab'), 'w1', 'abandoned: the release handed the key to w1');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($w->{pid})");
+is(result_of($w), '', 'abandoned: w1 was cancelled after it was handed the key');
 finish($w);
 like(result_of($w2), qr/^\d+$/, 'abandoned: the waiter behind it got the key');
 finish($w2);
+$gate->query_safe('COMMIT');
+$gate->quit;
 is(holders_of('ws:ab'), 'w2', 'abandoned: the second waiter holds the key');
 
 # --- a semaphore: two slots freed in one transaction, two waiters ---
@@ -247,6 +269,44 @@ finish($w);
 like(result_of($w2), qr/^\d+$/, 'shared: the reader behind it got the key');
 finish($w2);
 is(holders_of('ws:shw'), 'r1,r2', 'shared: both readers hold it');
+
+# --- shared leases: a reader behind a writer whose wait runs out in an open
+# transaction block (no transaction end wakes anyone: the writer leaving the
+# queue must wake the reader).  The writer's short wait must still run
+# while the reader queues behind it: a machine too slow for that gets the
+# case again with a longer wait ---
+$node->safe_psql('postgres', "SELECT dlock_acquire_shared('ws:sht', 'r1', '1 hour')");
+my $seen = 0;
+for my $secs (2, 8, 32, 128)
+{
+	$w = start_wait("dlock_acquire('ws:sht', 'writer', '1 hour', '$secs s')", 'BEGIN');
+	until_true(
+		"SELECT EXISTS (SELECT FROM dlock_waiters WHERE key = 'ws:sht' AND holder = 'writer')"
+		  . " OR EXISTS (SELECT FROM pg_stat_activity WHERE pid = $w->{pid} AND state <> 'active'"
+		  . " AND query LIKE '%dlock_acquire(%')",
+		'the writer queued or ended');
+	$w2 = start_wait(acquire_sql('ws:sht', 'r2', 'dlock_acquire_shared'));
+	until_true(
+		"SELECT EXISTS (SELECT FROM dlock_waiters WHERE key = 'ws:sht' AND holder = 'r2')"
+		  . " OR EXISTS (SELECT FROM pg_stat_activity WHERE pid = $w2->{pid} AND state <> 'active'"
+		  . " AND query LIKE '%dlock_acquire_shared(%')",
+		'the reader queued or ended');
+	$seen = waiting('ws:sht') eq 'writer,r2';
+	last if $seen;
+	note("the writer's wait of $secs s ran out before the reader queued: again with a longer one");
+	result_of($w);
+	finish($w, 'ROLLBACK');
+	result_of($w2);
+	finish($w2);
+	$node->safe_psql('postgres', "SELECT dlock_release('ws:sht', 'r2')");
+}
+ok($seen, 'shared: a reader queued behind a writer whose wait runs out');
+is(result_of($w), 'NULL', "shared: the writer's wait ran out");
+like(result_of($w2), qr/^\d+$/,
+	"shared: the reader behind it got the key, the writer's transaction still open");
+finish($w2);
+finish($w, 'COMMIT');
+is(holders_of('ws:sht'), 'r1,r2', 'shared: both readers hold it');
 
 # --- dlock_acquire_all waiting for its last key ---
 $node->safe_psql('postgres', "SELECT dlock_acquire('wm:b', 'h', '1 hour')");
