@@ -19,7 +19,7 @@
 #
 # With dlock preloaded the cluster runs with dlock.safety_wake = 1 hour;
 # every waiter that must get the key waits up to an hour, and the test gives
-# up on it a minute after the release: one that is not woken fails instead
+# up on it 30 s after the release: one that is not woken fails instead
 # of being rescued by the safety wake.  No duration is
 # asserted, and every step waits for the state it needs (issue 36).
 
@@ -39,12 +39,26 @@ use Test::More;
 sub start_wait
 {
 	my ($node, $key, $holder, $ttl, $wait) = @_;
-	my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
-	my $pid = $bg->query_safe('SELECT pg_backend_pid()');
+	# The waiting statement is the session's first outside a transaction
+	# block: a statement before it would leave statistics to send, and the
+	# backend arms a timer (10 s) to send them while idle, whose signal
+	# would later wake the waiter as if the key had been freed.  The pid is
+	# found by the session's application_name.
+	my $app = 'waiter_' . $key . '_' . $holder . '_' . int(rand(1e9));
+	my $bg;
+	{
+		local $ENV{PGAPPNAME} = $app;
+		$bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
+	}
 	$bg->query_until(qr/starting wait/,
 		    "\\echo starting wait\n"
 		  . "SELECT dlock_acquire('$key', '$holder', '$ttl', '$wait'),"
 		  . " clock_timestamp();\n");
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = '$app'")
+	  or die "no backend for $app";
+	my $pid = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = '$app'");
 	return ($bg, $pid);
 }
 
@@ -52,10 +66,10 @@ sub start_wait
 sub wait_result
 {
 	my ($bg, $limit) = @_;
-	# a minute from now (or LIMIT seconds), on the test's side (a
+	# 30 s from now (or LIMIT seconds), on the test's side (a
 	# statement_timeout would wake the waiter, which would then find the key
 	# free)
-	$limit //= 60;
+	$limit //= 30;
 	$bg->{timeout}->start($limit);
 	my $out = eval { $bg->query_until(qr/wait finished\n/, "\\echo wait finished\n") };
 	die "a waiter was not woken: no answer within $limit s" unless defined $out;
@@ -195,7 +209,7 @@ for my $secs (2, 8, 32, 128)
 	$w4_secs = $secs;
 	last if waiters($node, 'tw:to') eq 'w4:1,w5:2';
 	note("w4's wait of $secs s ran out before w5 queued: again with a longer one");
-	wait_result($w4, $secs + 60);
+	wait_result($w4, $secs + 30);
 	end_psql($w4);
 	$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid5)");
 	wait_result($w5);
@@ -204,7 +218,7 @@ for my $secs (2, 8, 32, 128)
 		"SELECT count(*) = 0 FROM dlock_waiters WHERE key = 'tw:to'")
 	  or die 'w5 never left';
 }
-my ($tok4) = split /\|/, wait_result($w4, $w4_secs + 60);
+my ($tok4) = split /\|/, wait_result($w4, $w4_secs + 30);
 end_psql($w4);
 is($tok4, '', 'the head w4 timed out with nothing (NULL)');
 is(waiters($node, 'tw:to'), 'w5:1', 'after the head timed out, w5 is first in line');

@@ -5,7 +5,7 @@
 #
 # The cluster runs with dlock.safety_wake = 1 hour, and every waiter waits
 # up to an hour: a woken waiter gets its token in milliseconds; one that is
-# not woken sleeps on, and the test gives up on it after a minute and fails
+# not woken sleeps on, and the test gives up on it after 30 s and fails
 # (a limit kept on the client's side: a statement_timeout would wake the
 # waiter, which would then find the key free; no duration is asserted, and
 # the steps wait for states, not times).  Cases (issue 12):
@@ -42,9 +42,17 @@ $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
 # Start a waiting acquire in a background psql; returns the session.
 sub start_wait
 {
-	my ($key, $holder, $setup) = @_;
-	my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
-	$bg->query_safe($setup) if $setup;
+	my ($key, $holder, $options) = @_;
+	# The waiting statement is the session's first outside a transaction
+	# block: a statement before it would leave statistics to send, and the
+	# backend arms a timer (10 s) to send them while idle, whose signal
+	# would later wake the waiter as if the key had been freed.  Settings
+	# come as connection options (OPTIONS).
+	my $bg;
+	{
+		local $ENV{PGOPTIONS} = $options if $options;
+		$bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
+	}
 	$bg->query_until(qr/starting wait/,
 		    "\\echo starting wait\n"
 		  . "SELECT coalesce(dlock_acquire('$key', '$holder', '1 min', '1 hour')::text, 'NULL');\n"
@@ -53,14 +61,14 @@ sub start_wait
 }
 
 # The result of the waiting acquire: "woken" when it got a token, else what
-# it returned; "not woken" when it has not returned within a minute from
+# it returned; dies when it has not returned within 30 s from
 # now (the test's own timer, which does not disturb the waiter).
 sub wait_result
 {
 	my ($bg) = @_;
-	$bg->{timeout}->start(60);
+	$bg->{timeout}->start(30);
 	my $out = eval { $bg->query_until(qr/wait finished\n/, "\\echo wait finished\n") };
-	die 'a waiter was not woken: no answer within 60 s' unless defined $out;
+	die 'a waiter was not woken: no answer within 30 s' unless defined $out;
 	$out =~ s/\n?wait finished\n//;
 	$bg->quit;
 	return 'woken' if $out =~ /^\d+$/;
@@ -86,7 +94,7 @@ sub holder_of
 # --- a release in the window between the first attempt and the queue ---
 $node->safe_psql('postgres', "SELECT dlock_acquire('wk:gap', 'h1', '1 min')");
 my $waits0 = $node->safe_psql('postgres', 'SELECT waits FROM dlock_stats()');
-my $w = start_wait('wk:gap', 'w', "SET dlock.debug_queue_delay = '3s'");
+my $w = start_wait('wk:gap', 'w', '-c dlock.debug_queue_delay=3s');
 # the waiter's first attempt found the key held (it counts a wait before
 # its delay): it is now in its delay, not yet queued
 $node->poll_query_until('postgres',
