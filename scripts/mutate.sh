@@ -20,7 +20,8 @@
 #
 # --all-tests (or MUTANTS_ALL_TESTS=1): each mutant runs the whole regress
 # and isolation suite (every sql/*.sql and specs/*.spec, in the Makefile's
-# order) plus the TAP files its lines name, and the script reports which
+# order) plus the other tests its lines name (TAP files, `clients`), and the
+# script reports which
 # tests killed it: a mutant killed by a single test is flagged ("SINGLE":
 # one edited expected file and the promise is unguarded).  A mutant killed
 # by none survived, as above; a single killer is reported, not a failure.
@@ -56,7 +57,11 @@
 #
 # Run it before every release; add a mutant with every promise the README
 # makes.  Environment: MUTANTS_KEEP=1 keeps the copies and logs;
-# MUTANTS_REINSTALL=0 skips the reinstall into DLOCK_PG_BIN.
+# MUTANTS_REINSTALL=0 skips the reinstall into DLOCK_PG_BIN; MUTANTS_LIST=FILE
+# runs the mutants of FILE instead of the list below.  The directories
+# of every scripts/test.sh run (build, test) are removed after it, whatever
+# its outcome; its log stays in the work directory while the script runs.
+# scripts/test-mutate.sh tests this script.
 # The last line is `N passed, N failed` (killed; survived, broken, or a
 # failed control run), which .ci/run reads.
 set -uo pipefail
@@ -79,8 +84,10 @@ for a in "$@"; do
 done
 set -- ${args[@]+"${args[@]}"}
 
-# name @ file @ text to replace @ replacement @ tests (DLOCK_ONLY)
-# (in the texts, \t is a tab and \n a newline)
+# name @ file @ text to replace @ replacement @ tests (DLOCK_ONLY entries:
+# regress:NAME isolation:NAME tap:NNN_name, and `clients` for the Python and
+# Node clients; in the texts, \t is a tab and \n a newline; a line that
+# starts with # is a comment: a topic's heading)
 MUTANTS=$(cat <<'EOF'
 no-wake-at-expiry@src/lease_acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
 no-handover@src/wait_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
@@ -279,8 +286,27 @@ lease-takeover-ignores-slot-fences@src/lease_read.c@\t\tif (locked && !fences_en
 shared-over-pending-lease@src/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
 other-kind-of-own-key-waits@src/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
 savepoint-keeps-watch-events@src/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
+# wake-ups the safety wake hides (issue 36): each with dlock.safety_wake = 1h in its tests
+no-wake-on-leave@src/wait.c@\tleave_slot_locked();\n\tif (!granted)\n\t\twake_head_locked(hash);@\tleave_slot_locked();\n\t(void) hash;@tap:019_wake_shapes
+no-wake-on-abandon@src/lease_xact.c@\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@\tif (false)\n\t\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@tap:019_wake_shapes
+no-wake-on-prepared-end@src/lease_xact.c@\tif (finishes_prepared)\n\t\tdlock_wait_wake_all_heads();@\t(void) finishes_prepared;@tap:019_wake_shapes tap:015_wake
+no-wake-on-subxact-abort@src/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (!isTopLevel)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
+no-wake-on-abort@src/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (isTopLevel ? !isCommit : isCommit)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
+no-wake-many@src/lease_xact.c@\tif (touched_many)\n\t{\n\t\tdlock_wait_wake_all_heads();@\tif (false)\n\t{\n\t\tdlock_wait_wake_all_heads();@tap:019_wake_shapes
+handover-abort-leaves-offer@src/wait.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
+slots-wake-at-last-expiry@src/lease_read.c@if (*busy_until == 0 || ls[i].expires_at < *busy_until)@if (*busy_until == 0 || ls[i].expires_at > *busy_until)@tap:019_wake_shapes
 EOF
 )
+
+# MUTANTS_LIST=FILE: the mutants of FILE (lines as above; # comments) instead
+# of this list (scripts/test-mutate.sh tests this script with a few of its own)
+if [ -n "${MUTANTS_LIST:-}" ]; then
+    if ! MUTANTS=$(grep -v '^#' "$MUTANTS_LIST"); then
+        echo "scripts/mutate.sh: MUTANTS_LIST=$MUTANTS_LIST has no mutant" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+fi
 
 WORK=$(mktemp -d /tmp/dlock-mutate.XXXXXX)
 chmod 755 "$WORK"
@@ -294,7 +320,7 @@ session_pids() {
 # run_dirs LOG: the build and test directories a scripts/test.sh run named
 run_dirs() {
     [ -f "$1" ] || return 0
-    sed -nE 's/^==> building in ([^ ]+) .*/\1/p; s/^==> test cluster: PGHOST=(\/tmp\/dlock-test\.[^/ ]+).*/\1/p' "$1" |
+    sed -nE 's/^==> building (dlock )?in ([^ ]+) .*/\2/p; s/^==> test cluster: PGHOST=(\/tmp\/dlock-test\.[^/ ]+).*/\1/p' "$1" |
         grep -E '^/tmp/dlock-(build|test)\.' || true
 }
 # stop_servers LOG: stops the PostgreSQL servers (and whatever else) still
@@ -410,9 +436,9 @@ done
 n=0
 while IFS= read -r line; do
     n=$((n + 1))
+    case "$line" in '#'*) continue ;; esac     # a comment line (a topic's heading)
     name=${line%%@*}
     [ -n "$name" ] || continue
-    [[ "$name" == "#"* ]] && continue    # a comment line: the topic of the lines below
     if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
         continue
     fi
@@ -471,7 +497,8 @@ if [ "$JOBS" -gt 1 ] && [ -z "${DLOCK_PG_BIN:-}" ] && [ -z "${MUTANTS_LANE:-}" ]
     exit $?
 fi
 # tests_of NAME: the union of the tests of NAME's lines; with --all-tests,
-# the whole regress and isolation suite and the TAP files of NAME's lines
+# the whole regress and isolation suite and the other tests of NAME's lines
+# (TAP files, clients)
 tests_of() {
     local i out=" " t
     if [ "$ALL_TESTS" = 1 ]; then
@@ -479,7 +506,9 @@ tests_of() {
     fi
     for i in ${lines_of[$1]}; do
         for t in $(line_no "$i" | cut -d@ -f5); do
-            [ "$ALL_TESTS" = 1 ] && [ "${t%%:*}" != tap ] && continue
+            # (the suite holds every regress and isolation test already;
+            # tap: and clients entries are run as named)
+            [ "$ALL_TESTS" = 1 ] && case "$t" in regress:*|isolation:*) true ;; *) false ;; esac && continue
             [[ "$out" == *" $t "* ]] || out+="$t "
         done
     done
@@ -487,21 +516,27 @@ tests_of() {
     echo "${out% }"
 }
 # killers_of LOG: the tests a scripts/test.sh run reported failed, as
-# kind:name; a suite that failed as a whole (time limit, no result) as
-# kind:(how)
+# kind:name (tap:NNN_name, clients); a suite that failed as a whole (time
+# limit, no result) as kind:(how).  The lines read are scripts/test.sh's
+# summary ("  FAIL: [regress] 2 test(s) failed: a b", "  FAIL: [tap]
+# t/015_wake.pl: 1 failure(s)", "  FAIL: [tap] t/015_wake.pl timed out ...",
+# "  FAIL: [clients] 1 failure(s) ...", "  FAIL: [isolation] timed out ...").
 killers_of() {
-    local kind rest t out=
+    local kind rest t out=" "
     while read -r kind rest; do
-        for t in $rest; do out+="$kind:${t#t/} "; done
+        for t in $rest; do
+            [[ "$out" == *" $kind:$t "* ]] || out+="$kind:$t "
+        done
     done < <(sed -nE 's/^  FAIL: \[(regress|isolation)\] [0-9]+ test\(s\) failed: (.*)$/\1 \2/p' "$1")
-    for t in $(sed -nE 's/^  FAIL: \[tap\] [0-9]+ failure\(s\) in [0-9]+ file\(s\): (.*)$/\1/p' "$1"); do
-        t=${t#t/}
-        out+="tap:${t%.pl} "
+    for t in $(sed -nE 's/^  FAIL: \[tap\] t\/([^ :]+)\.pl[ :].*/\1/p' "$1"); do
+        [[ "$out" == *" tap:$t "* ]] || out+="tap:$t "
     done
+    grep -qE '^  FAIL: \[clients\]' "$1" && out+="clients "
     while read -r kind rest; do
         [ -n "$kind" ] && out+="$kind:($rest) "
-    done < <(sed -nE 's/^  FAIL: \[(regress|isolation|tap)\] (timed out|aborted|prove did not run|ran no test).*/\1 \2/p' "$1" |
+    done < <(sed -nE 's/^  FAIL: \[(regress|isolation)\] (timed out|aborted|ran no test).*/\1 \2/p' "$1" |
              sed 's/ /_/2g')
+    out=${out# }
     echo "${out% }"
 }
 
@@ -564,11 +599,13 @@ run_tests() {
 }
 # forget_kept LOG: scripts/test.sh keeps its build and test directories in
 # /tmp when a test fails, as it does for every killed mutant (gigabytes
-# over a run): remove those named in LOG, unless MUTANTS_KEEP=1
+# over a run), and a failed build its build directory: remove those of
+# LOG's run, whatever its outcome (killed, survived, broken, the control
+# run), unless MUTANTS_KEEP=1; the log itself stays in the work directory
 forget_kept() {
     local d
     [ "${MUTANTS_KEEP:-0}" = 1 ] && return 0
-    for d in $(sed -nE 's/^  work directories kept for inspection: //p' "$1"); do
+    for d in $(sed -nE 's/^  work directories kept for inspection: //p' "$1") $(run_dirs "$1"); do
         case "$d" in
             /tmp/dlock-build.*|/tmp/dlock-test.*) rm -rf "$d" ;;
         esac
@@ -634,6 +671,14 @@ for t in $all_tests; do
         regress:*) f=sql/${t#regress:}.sql ;;
         isolation:*) f=specs/${t#isolation:}.spec ;;
         tap:*) f=t/${t#tap:}.pl ;;
+        clients|clients:python|clients:node) f=scripts/test-clients.sh ;;   # the clients' tests
+        clients:python:*)   # a test function whose name holds NAME (pytest -k)
+            f=scripts/test-clients.sh
+            grep -qE "^(async )?def [A-Za-z0-9_]*${t#clients:python:}" "$REPO"/clients/python/tests/*.py || f= ;;
+        clients:node:*)     # a test whose title matches PATTERN (node --test-name-pattern)
+            f=scripts/test-clients.sh
+            sed -nE "s/^ *test\('(.*)', async.*/\1/p" "$REPO"/clients/node/test/*.js | sed "s/\\\\'/'/g" |
+                grep -qE -- "${t#clients:node:}" || f= ;;
         *) f= ;;
     esac
     [ -n "$f" ] && [ -f "$REPO/$f" ] || missing+="$t "
@@ -652,6 +697,7 @@ elif [ ${#names[@]} -gt 0 ]; then
     control_log=$WORK/control.log
     if ! run_tests "$WORK/control" "$all_tests" "$control_log"; then
         control_failed=1
+        forget_kept "$control_log"
         echo "    control run failed: $(grep -E '^  FAIL' "$control_log" | head -n 3 | sed 's/^ *//' | tr '\n' ' ')"
         echo "    (log $control_log)"
         rm -rf "$WORK/control"
@@ -710,11 +756,11 @@ for name in ${names[@]+"${names[@]}"}; do
             killers[$name]=$(killers_of "$WORK/$name.log")
             echo "    killed by $(wc -w <<<"${killers[$name]}"): ${killers[$name]}"
         fi
-        forget_kept "$WORK/$name.log"
     else
         echo "    SURVIVED: $tests passed with it"
         survived+=("$name")
     fi
+    forget_kept "$WORK/$name.log"
     [ "${MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$copy"
 done
 

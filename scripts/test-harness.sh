@@ -15,13 +15,15 @@
 #
 # Then a run stopped with SIGTERM in the middle of t/990_hang.pl must end at
 # once and leave nothing.  After each run, no process it started may be alive
-# (they carry this script's tag in their environment).  Last, a run of a
+# (they carry this script's tag in their environment).  Then a run of a
 # pg_regress test that has no expected output yet (sql/zz_harness_new.sql):
 # it runs against an empty one, fails, and the summary names the file its
 # output went to; that run, after one source file changed, recompiles that
-# file only (the runs share a build cache, DLOCK_BUILD_CACHE).
+# file only (the runs share a build cache, DLOCK_BUILD_CACHE).  Last,
+# scripts/test-mutate.sh checks scripts/mutate.sh the same way (its
+# assertions are counted here).
 #
-#   sudo bash scripts/test-harness.sh        (a few minutes; one full build)
+#   sudo bash scripts/test-harness.sh        (several minutes)
 #
 # Prints `N passed, N failed` last; exits non-zero on a failure.
 set -uo pipefail
@@ -184,6 +186,18 @@ check "the summary names the file its output went to (${new_out:-none}), which h
     "[ -n '$new_out' ] && grep -q 'harness42' '$new_out'"
 left=$(dlock_tagged_pids "DLOCK_HARNESS_TAG=$TAG")
 check "no process of the run is left (${left:-none})" '[ -z "$left" ]'
+
+# --- scripts/mutate.sh's own promises: scripts/test-mutate.sh ---
+echo "==> scripts/test-mutate.sh (scripts/mutate.sh: credits, clients, --all-tests, /tmp)"
+bash "$REPO/scripts/test-mutate.sh" </dev/null >"$W/test-mutate.log" 2>&1
+rc=$?
+sed 's/^/    /' "$W/test-mutate.log"
+last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$W/test-mutate.log" | tail -n 1)
+mp=$(sed -nE 's/^([0-9]+) passed.*/\1/p' <<<"$last")
+mf=$(sed -nE 's/^[0-9]+ passed, ([0-9]+) failed$/\1/p' <<<"$last")
+[ "$rc" -ne 0 ] && [ "${mf:-0}" -eq 0 ] && mf=1
+PASS=$((PASS + ${mp:-0}))
+FAIL=$((FAIL + ${mf:-0}))
 
 echo "==> test-harness.sh: $((SECONDS - START)) s"
 echo "$PASS passed, $FAIL failed"

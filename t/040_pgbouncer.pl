@@ -391,7 +391,7 @@ COMMIT;});
 
 	my $c = client('C2');
 	my (undef, $tok2) = $c->txn(
-		q{SELECT pg_backend_pid(); SELECT dlock_acquire('pool/gone', 'worker-next', '1 min', '10 s')});
+		q{SELECT pg_backend_pid(); SELECT dlock_acquire('pool/gone', 'worker-next', '1 min', '5 min')});
 	like($tok2, qr/^\d+$/,
 		'the lease of the client that left runs out and the key is taken over');
 	cmp_ok($tok2, '>', $tok, 'with a greater token');

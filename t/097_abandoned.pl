@@ -53,6 +53,31 @@ synchronous_commit = local
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION dlock');
 $node->safe_psql('postgres', 'CREATE TABLE written (n int)');
+# a gate: a statement that reads it FOR SHARE waits while the test holds
+# its row FOR UPDATE (a statement kept running until the test is done with
+# it, however slow the machine, instead of a pg_sleep of some seconds)
+$node->safe_psql('postgres', 'CREATE TABLE gate (n int); INSERT INTO gate VALUES (0)');
+my $GATE = '(SELECT n FROM gate FOR SHARE)';
+my $gate;
+sub close_gate
+{
+	$gate = $node->background_psql('postgres', timeout => 3600);
+	$gate->query_safe('BEGIN; SELECT n FROM gate FOR UPDATE');
+	return;
+}
+sub open_gate
+{
+	$gate->query_safe('COMMIT');
+	$gate->quit;
+	return;
+}
+# until pid waits at the gate
+sub at_gate
+{
+	my ($pid) = @_;
+	return within($node, 30,
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $pid AND wait_event_type = 'Lock'");
+}
 
 # Send query in a new background psql; return (session, backend pid).
 sub start_query
@@ -131,9 +156,9 @@ sub release
 # ---------------------------------------------------------------------
 acquire('ab:t', 'A');
 my ($b, $bpid) = start_query(
-	"SELECT dlock_acquire('ab:t', 'B', '1 hour', '30 s') + 0 * length(pg_sleep(60)::text);");
+	"SELECT dlock_acquire('ab:t', 'B', '1 hour', '1 hour') + 0 * length(pg_sleep(60)::text);");
 ok(queued('ab:t', 'B'), 'terminate: B waits');
-my ($c, $cpid) = start_query("SELECT dlock_acquire('ab:t', 'C', '1 hour', '30 s');");
+my ($c, $cpid) = start_query("SELECT dlock_acquire('ab:t', 'C', '1 hour', '1 hour');");
 ok(queued('ab:t', 'C'), 'terminate: C waits behind B');
 release('ab:t', 'A');
 ok(within($node, 30, "SELECT holder = 'B' FROM dlock_locks WHERE key = 'ab:t'"),
@@ -168,23 +193,29 @@ is(lease_of('ab:d'), '', 'client gone while waiting: the release freed the key')
 # client gone after the grant, and after an acquire of a free key
 # ---------------------------------------------------------------------
 acquire('ab:g', 'A');
+close_gate();
 ($b, $bpid) = start_query(
-	"SELECT dlock_acquire('ab:g', 'B', '1 hour', '30 s') + 0 * length(pg_sleep(3)::text);");
+	"SELECT dlock_acquire('ab:g', 'B', '1 hour', '1 hour') + $GATE;");
 ok(queued('ab:g', 'B'), 'client gone after the grant: B waits');
 release('ab:g', 'A');
 ok(within($node, 30, "SELECT holder = 'B' FROM dlock_locks WHERE key = 'ab:g'"),
 	'client gone after the grant: the release handed the lease to B');
+ok(at_gate($bpid), "client gone after the grant: B's statement goes on (at the gate)");
 kill_client($b);
+open_gate();
 ok(within($node, 30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
-	"client gone after the grant: B's backend ended after its sleep");
+	"client gone after the grant: B's backend ended after its statement");
 is(lease_of('ab:g'), '', 'client gone after the grant: the key is free');
 like(acquire('ab:g', 'D'), qr/^\d+$/, 'client gone after the grant: D acquires it');
 
+close_gate();
 ($b, $bpid) = start_query(
-	"SELECT dlock_acquire('ab:s', 'B', '1 hour') + 0 * length(pg_sleep(3)::text);");
+	"SELECT dlock_acquire('ab:s', 'B', '1 hour') + $GATE;");
+ok(at_gate($bpid), "client gone after an acquire: B's statement goes on (at the gate)");
 kill_client($b);
+open_gate();
 ok(within($node, 30, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
-	"client gone after an acquire: B's backend ended after its sleep");
+	"client gone after an acquire: B's backend ended after its statement");
 is(lease_of('ab:s'), '', 'client gone after an acquire: the key is free');
 
 # ---------------------------------------------------------------------
@@ -226,9 +257,9 @@ acquire('ab:p', 'A');
 $b = $node->background_psql('postgres', on_error_stop => 0);
 $b->query_safe('BEGIN');
 $b->query_until(qr/started/,
-	"\\echo started\nSELECT dlock_acquire('ab:p', 'B', '1 hour', '30 s');\n");
+	"\\echo started\nSELECT dlock_acquire('ab:p', 'B', '1 hour', '1 hour');\n");
 ok(queued('ab:p', 'B'), 'prepare: B waits in a transaction block');
-($c, $cpid) = start_query("SELECT dlock_acquire('ab:p', 'C', '1 hour', '30 s');");
+($c, $cpid) = start_query("SELECT dlock_acquire('ab:p', 'C', '1 hour', '1 hour');");
 ok(queued('ab:p', 'C'), 'prepare: C waits behind B');
 release('ab:p', 'A');
 my $b_own = result_of($b);
@@ -254,7 +285,7 @@ $node->append_conf('postgresql.conf',
 $node->restart;
 $log_offset = -s $node->logfile;
 acquire('ab:n', 'A');
-($b, $bpid) = start_query("SELECT dlock_acquire('ab:n', 'B', '1 hour', '30 s') / 0;");
+($b, $bpid) = start_query("SELECT dlock_acquire('ab:n', 'B', '1 hour', '1 hour') / 0;");
 ok(queued('ab:n', 'B'), 'no worker: B waits');
 release('ab:n', 'A');
 result_of($b);
