@@ -173,7 +173,7 @@ watch-expiry-twice@src/watch_notify.c@\t\t\tev->expires_at <= expired_through_be
 watch-joins-unsafely@src/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
 watch-no-handover-grant@src/wait_handover.c@\t\tdlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@\t\tif (false) dlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@tap:095_watch
 watch-worker-not-restarted@src/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
-watch-rolled-back-watch-stays@src/watch_session.c@\t\telse if (op->add != commit)@\t\telse if (!op->add && commit)@regress:watch
+watch-rolled-back-watch-stays@src/watch_session.c@\t\t: (op->add && !op->readd))@\t\t: false)@regress:watch
 watch-leader-shows-all@src/watch_session.c@return found && dlock_watch_role_sees(GetUserId(), l->owner);@return found;@regress:watch
 watch-expiry-slot-0-only@src/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held && ls[i].expires_at <= now && ls[i].slot == 0)@tap:098_watch_shapes
 watch-expiry-mark-not-moved@src/watch_expiry.c@\tdlock_watch_read_through(key, now);@\t(void) 0;@tap:098_watch_shapes
@@ -294,7 +294,7 @@ no-wake-on-subxact-abort@src/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\tre
 no-wake-on-abort@src/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (isTopLevel ? !isCommit : isCommit)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
 no-wake-many@src/lease_xact.c@\tif (touched_many)\n\t{\n\t\tdlock_wait_wake_all_heads();@\tif (false)\n\t{\n\t\tdlock_wait_wake_all_heads();@tap:019_wake_shapes
 handover-abort-leaves-offer@src/wait.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
-slots-wake-at-last-expiry@src/lease_read.c@if (*busy_until == 0 || ls[i].expires_at < *busy_until)@if (*busy_until == 0 || ls[i].expires_at > *busy_until)@tap:019_wake_shapes
+slots-wake-at-last-expiry@src/lease_read.c@if (r->busy_until == 0 || l->expires_at < r->busy_until)@if (r->busy_until == 0 || l->expires_at > r->busy_until)@tap:019_wake_shapes
 EOF
 )
 
