@@ -135,6 +135,69 @@ watch_grant(text *key, const DlockLease *old, text *holder, Oid role,
 }
 
 /*
+ * The end of an acquire that decided nothing: give the key lock back (and
+ * wake the key's head, give_back_key), close the store, and answer res.
+ */
+static DlockAcquireResult
+decline(DlockStore *s, DlockKeyLock *kl, DlockAcquireResult res)
+{
+	give_back_key(kl, ExclusiveLock);
+	dlock_store_close(s);
+	return res;
+}
+
+/* Give back the lock of key's slot, taken by the read that found it free. */
+static void
+unlock_slot(text *key, int slot)
+{
+	DlockKeyLock sl = dlock_key_for_slot(VARDATA_ANY(key),
+										 VARSIZE_ANY_EXHDR(key), slot);
+
+	dlock_key_unlock(&sl, ExclusiveLock);
+}
+
+/*
+ * Grant the place read as *l (free, or run out) to holder with a new
+ * token: the row written, the key's watchers told (watch_grant).
+ */
+static DlockAcquireResult
+grant(DlockStore *s, text *key, DlockLease *l, text *holder, Oid role,
+	  int64 ttl_us, TimestampTz now, TimestampTz expires_at, int64 *token)
+{
+	*token = dlock_next_token();
+	dlock_lease_store_grant(s, key, l, holder, role, *token, ttl_us,
+							now, expires_at);
+	watch_grant(key, l, holder, role, *token, expires_at);
+	return l->held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
+}
+
+/*
+ * A lease's one row read first without the key lock: a busy key, or one
+ * whose queue comes first, answers at once, taking nothing (true, with
+ * *res and *expires_at set and the store closed).
+ */
+static bool
+answer_unlocked(DlockStore *s, text *key, text *holder, Oid role,
+				bool queue_blocks, TimestampTz *expires_at,
+				DlockAcquireResult *res)
+{
+	DlockLease	l;
+	TimestampTz now;
+	TimestampTz busy_until;
+	bool		changing;
+	DlockKeyState st;
+
+	st = dlock_lease_read_key(s, key, holder, role, 1, false, &l,
+							  &now, &busy_until, &changing);
+	if (st != DLOCK_KEY_FULL && !(queue_blocks && st != DLOCK_KEY_OURS))
+		return false;
+	*expires_at = busy_until;
+	dlock_store_close(s);
+	*res = st == DLOCK_KEY_FULL ? DLOCK_ACQ_BUSY : DLOCK_ACQ_QUEUED;
+	return true;
+}
+
+/*
  * One attempt to acquire; never waits.  See DlockAcquireResult.
  *
  * An acquire first reads without the key lock, so that a failed acquire
@@ -173,17 +236,9 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 	 * can be many, are read once, under the key lock, which their grants
 	 * keep only for the decision.
 	 */
-	if (!woken && slots == 1)
-	{
-		st = dlock_lease_read_key(&s, key, holder, role, slots, false, &l,
-								  &now, &busy_until, &changing);
-		if (st == DLOCK_KEY_FULL || (queue_blocks && st != DLOCK_KEY_OURS))
-		{
-			*expires_at = busy_until;
-			dlock_store_close(&s);
-			return st == DLOCK_KEY_FULL ? DLOCK_ACQ_BUSY : DLOCK_ACQ_QUEUED;
-		}
-	}
+	if (!woken && slots == 1 &&
+		answer_unlocked(&s, key, holder, role, queue_blocks, expires_at, &res))
+		return res;
 
 	/* another open transaction decides on this key: do not wait for it */
 	if (!dlock_key_trylock(&kl, ExclusiveLock))
@@ -194,20 +249,14 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 
 	st = dlock_lease_read_key(&s, key, holder, role, slots, true, &l, &now,
 							  &busy_until, &changing);
-	if (changing)
-	{
-		/* another transaction writes a row this decision rests on */
-		give_back_key(&kl, ExclusiveLock);
-		dlock_store_close(&s);
-		return DLOCK_ACQ_LOCKED;
-	}
+	if (changing)				/* another transaction writes a row this
+								 * decision rests on */
+		return decline(&s, &kl, DLOCK_ACQ_LOCKED);
 	*expires_at = now + ttl_us;
 	if (st == DLOCK_KEY_FULL)
 	{
 		*expires_at = busy_until;
-		give_back_key(&kl, ExclusiveLock);
-		dlock_store_close(&s);
-		return DLOCK_ACQ_BUSY;
+		return decline(&s, &kl, DLOCK_ACQ_BUSY);
 	}
 	else if (st == DLOCK_KEY_OURS)
 	{
@@ -220,24 +269,13 @@ dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
 	{
 		/* it ran out between the two reads: the queue still comes first */
 		if (slots != 1)
-		{
-			DlockKeyLock sl = dlock_key_for_slot(VARDATA_ANY(key),
-												 VARSIZE_ANY_EXHDR(key),
-												 l.slot);
-
-			dlock_key_unlock(&sl, ExclusiveLock);
-		}
-		give_back_key(&kl, ExclusiveLock);
-		dlock_store_close(&s);
-		return DLOCK_ACQ_QUEUED;
+			unlock_slot(key, l.slot);
+		return decline(&s, &kl, DLOCK_ACQ_QUEUED);
 	}
 	else
 	{
-		*token = dlock_next_token();
-		dlock_lease_store_grant(&s, key, &l, holder, role, *token, ttl_us,
-						  now, *expires_at);
-		res = l.held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
-		watch_grant(key, &l, holder, role, *token, *expires_at);
+		res = grant(&s, key, &l, holder, role, ttl_us, now, *expires_at,
+					token);
 		dlock_xact_note_key(&kl);
 	}
 
