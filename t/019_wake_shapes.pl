@@ -263,15 +263,27 @@ like(result_of($w), qr/^\d+$/, 'semaphore expiry: the waiter got the slot that r
 finish($w);
 is(holders_of('ws:semx'), 'long,w', 'semaphore expiry: it holds that slot');
 
-# --- shared leases: a reader behind another reader's open transaction ---
+# --- shared leases: a reader beside another reader's open transaction
+# takes its place at once: an open acquire keeps the key only while it
+# decides (issue 35), so there is no wake-up to wait for ---
 my $tx = $node->background_psql('postgres', timeout => 3600);
 $tx->query_safe("BEGIN; SELECT dlock_acquire_shared('ws:sh', 'r1', '1 hour')");
 $w = start_wait(acquire_sql('ws:sh', 'r2', 'dlock_acquire_shared'));
-queued('ws:sh', 'r2');
-$tx->query_safe('COMMIT');
-like(result_of($w), qr/^\d+$/, "shared: the reader got the key at the other reader's commit");
+like(result_of($w), qr/^\d+$/,
+	"shared: the reader got the key while the other reader's transaction is open");
 finish($w);
+$tx->query_safe('COMMIT');
 is(holders_of('ws:sh'), 'r1,r2', 'shared: both readers hold it');
+
+# --- shared leases: a reader behind a writer's grant whose transaction
+# rolls back (the grant never was: the rollback must wake the reader) ---
+$tx->query_safe("BEGIN; SELECT dlock_acquire('ws:shr', 'writer', '1 hour')");
+$w = start_wait(acquire_sql('ws:shr', 'r2', 'dlock_acquire_shared'));
+queued('ws:shr', 'r2');
+$tx->query_safe('ROLLBACK');
+like(result_of($w), qr/^\d+$/, "shared: the reader got the key at the writer's rollback");
+finish($w);
+is(holders_of('ws:shr'), 'r2', 'shared: the reader holds it');
 
 # --- shared leases: a reader behind a writer that gives up ---
 $node->safe_psql('postgres', "SELECT dlock_acquire_shared('ws:shw', 'r1', '1 hour')");
