@@ -50,6 +50,10 @@
 # in the run's build or test directories, then removes its copies.  After
 # every run, a server left running there is stopped and reported.
 #
+# MUTANTS_BUDGET=SECONDS (CI: what is left of its 55 minutes) starts no
+# mutant once that time is spent, and runs the mutants of the files changed
+# since the last release first (below, "MUTANTS_BUDGET").
+#
 # MUTANTS_JOBS=N (CI: 2) runs the mutants in N lanes side by side, each
 # with its own copy of PostgreSQL (not with DLOCK_PG_BIN).  Mutants share
 # one build: each starts from the control run's and recompiles only the
@@ -410,6 +414,9 @@ finish() {      # finish PASSED FAILED: summary, clean up, last line, exit statu
         for m in "${!took[@]}"; do echo "${took[$m]} $m"; done | sort -rn | head -n 8 |
             while read -r s m; do printf '    %5d s  %s\n' "$s" "$m"; done
     fi
+    if [ ${#notrun[@]} -gt 0 ]; then
+        echo "  NOT RUN (MUTANTS_BUDGET spent): ${#notrun[@]} mutant(s): ${notrun[*]}"
+    fi
     for m in ${survived[@]+"${survived[@]}"}; do echo "  SURVIVED: $m"; done
     for m in ${broken[@]+"${broken[@]}"}; do echo "  BROKEN: $m"; done
     [ -n "${control_failed:-}" ] && echo "  FAIL: control run failed (log kept: $control_log); no mutant was run"
@@ -420,7 +427,7 @@ finish() {      # finish PASSED FAILED: summary, clean up, last line, exit statu
         rm -rf "$WORK"
     fi
     echo "$1 passed, $2 failed"
-    [ "$2" -eq 0 ] && [ "$1" -gt 0 ]
+    [ "$2" -eq 0 ] && { [ "$1" -gt 0 ] || [ ${#notrun[@]} -gt 0 ]; }
     exit $?
 }
 
@@ -449,6 +456,43 @@ while IFS= read -r line; do
 done <<<"$MUTANTS"
 
 line_no() { sed -n "${1}p" <<<"$MUTANTS"; }
+
+# ---- MUTANTS_BUDGET=SECONDS: as many as fit, the changed code's first ----
+# CI gives the mutants what is left of its time (.ci/run).  With a budget,
+# the mutants of files changed since MUTANTS_SINCE (default: the newest
+# release tag, or without tags the commit before dlock.control last
+# changed) run first, then the others from a place that moves with HEAD's
+# hash, so that successive runs reach all of them; no mutant is started
+# once the budget is spent, and those left are named at the end (not a
+# failure: run them by name).  In a lane (below) the order given is kept.
+if [ -n "${MUTANTS_LANE:-}" ]; then
+    [ ${#broken[@]} -eq 0 ] && [ $# -gt 0 ] && names=("$@")
+elif [ -n "${MUTANTS_BUDGET:-}" ] && [ ${#names[@]} -gt 1 ]; then
+    since=${MUTANTS_SINCE:-$(git -C "$REPO" describe --tags --abbrev=0 --match 'v*' 2>/dev/null)}
+    if [ -z "$since" ]; then
+        since=$(git -C "$REPO" log -1 --format=%H -- dlock.control 2>/dev/null)
+        [ -z "$since" ] || since=$since^
+    fi
+    changed=" $(git -C "$REPO" diff --name-only "$since" 2>/dev/null | tr '\n' ' ') "
+    first=()
+    rest=()
+    for name in "${names[@]}"; do
+        hit=0
+        for i in ${lines_of[$name]}; do
+            [[ "$changed" == *" $(line_no "$i" | cut -d@ -f2) "* ]] && hit=1
+        done
+        if [ $hit = 1 ]; then first+=("$name"); else rest+=("$name"); fi
+    done
+    if [ ${#rest[@]} -gt 0 ]; then
+        r=$(( $(printf '%d' "0x$(git -C "$REPO" rev-parse --short=7 HEAD 2>/dev/null || echo 0)") % ${#rest[@]} ))
+        rest=("${rest[@]:r}" "${rest[@]:0:r}")
+    fi
+    names=(${first[@]+"${first[@]}"} ${rest[@]+"${rest[@]}"})
+    echo "==> budget ${MUTANTS_BUDGET} s: ${#first[@]} mutant(s) of files changed since ${since:-?} first, then ${#rest[@]} more"
+    MUTANTS_DEADLINE=$(( $(date +%s) + MUTANTS_BUDGET ))
+    export MUTANTS_DEADLINE
+fi
+notrun=()
 
 # ---- MUTANTS_JOBS=N: N lanes side by side (CI: 2, on 2 cores) ----
 # Each lane is this script on every Nth mutant, with its own copy of
@@ -710,6 +754,10 @@ fi
 # ---- the mutants ----
 [ "$ALL_TESTS" = 1 ] || fail_fast=1
 for name in ${names[@]+"${names[@]}"}; do
+    if [ -n "${MUTANTS_DEADLINE:-}" ] && [ "$(date +%s)" -ge "$MUTANTS_DEADLINE" ]; then
+        notrun+=("$name")
+        continue
+    fi
     total=$((total + 1))
     copy=$WORK/$name
     copy_source "$copy"
@@ -771,5 +819,5 @@ if [ "$reinstall" = 1 ]; then
         rm -rf "$DLOCK_BUILD_DIR") || echo "==> could not reinstall the unmutated dlock" >&2
 fi
 
-[ "$total" -gt 0 ] || broken+=("(no mutant selected)")
+[ "$total" -gt 0 ] || [ ${#notrun[@]} -gt 0 ] || broken+=("(no mutant selected)")
 finish "$killed" $(( ${#survived[@]} + ${#broken[@]} ))
