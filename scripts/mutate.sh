@@ -121,7 +121,7 @@ claims-ttl-from-xact-start@src/claim_batch.c@#include "access/htup_details.h"\n@
 claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
 claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
 claims-wait-for-keylock@src/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tdlock_key_lock(&cc->kl, ExclusiveLock);\n\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
-takeover-reuses-token@src/lease.c@\t\t*token = dlock_next_token();@\t\t*token = l.held ? l.token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
+takeover-reuses-token@src/lease.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
 max-attempts-ignored@src/claim_batch.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
 claim-batch-n-plus-1@src/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
 claim-batch-n-plus-1@src/claim.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
