@@ -112,17 +112,20 @@ sub waits
 # ---- an expiry, and the worker's round rolls back ----
 {
 	my $w = watch_start($node, 'wo:exp', 'regress_once_w');
-	my $ta = sql("SELECT dlock_acquire('wo:exp', 'A', '4 s')", 'regress_once_a');
+	# (held for an hour, and made to run out by a renewal of 1 ms once the
+	# notification queue lock is held: however slow the machine, the
+	# expiry comes after)
+	my $ta = sql("SELECT dlock_acquire('wo:exp', 'A', '1 hour')", 'regress_once_a');
 	is_deeply(briefs($w, 1, 'the grant'), ["granted/acquire/A/$ta"], 'the grant');
 	my @x = hold_notify_lock();
-	sql("SELECT expires_at > clock_timestamp() FROM dlock.lease WHERE key = 'wo:exp'") eq 't'
-	  or die 'the lease ran out before the test was ready (a slow machine)';
+	sql("SELECT dlock_renew('wo:exp', 'A', '1 ms')", 'regress_once_a') eq 't'
+	  or die 'the renewal of A failed';
 	# the round that found the expiry waits to commit its notification
 	poll('the watch worker held up', waits('dlock watch worker', 'object'));
 	# b's takeover sends nothing that the watcher may see: not held up
 	my ($b) = session('regress_once_b');
 	$b->query_until(qr/asking/,
-		"\\echo asking\nSELECT 'token=' || dlock_acquire('wo:exp', 'B', '1 hour', '60 s');\n");
+		"\\echo asking\nSELECT 'token=' || dlock_acquire('wo:exp', 'B', '1 hour', '10 min');\n");
 	poll('b has the key, or waits for it',
 		"SELECT count(*) = 1 FROM dlock.lease WHERE key = 'wo:exp' AND holder = 'B'"
 		  . " OR EXISTS (SELECT FROM dlock_waiters WHERE key = 'wo:exp')");
@@ -150,7 +153,7 @@ sub waits
 	$g->query_safe('BEGIN; LOCK TABLE gate;');
 	my ($b) = session();
 	$b->query_until(qr/waiting/, "\\echo waiting\n"
-		  . "DO \$\$ BEGIN PERFORM dlock_acquire('wo:ab', 'b', '1 hour', '90 s');"
+		  . "DO \$\$ BEGIN PERFORM dlock_acquire('wo:ab', 'b', '1 hour', '10 min');"
 		  . " LOCK TABLE gate; RAISE EXCEPTION 'b fails'; END \$\$;\n");
 	poll('b waits', "SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'wo:ab'");
 	sql("SELECT dlock_release('wo:ab', 'a', $ta)");
