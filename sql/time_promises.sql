@@ -5,9 +5,9 @@
 --
 --   - "at once" (wait => '0', the default; a wrong holder's release, renew
 --     and validate; claims over held rows): 1,000 calls in one statement
---     under statement_timeout = '1s', far above what they cost (a few ms)
---     and far below what a call that sleeps even a millisecond would take;
---     and dlock_stats() shows that none of them waited;
+--     under statement_timeout = '60s', which only ends a hang (a call
+--     that sleeps, or waits for a lock, makes them take minutes; no speed
+--     is asserted); and dlock_stats() shows that none of them waited;
 --   - "never before the wait ends": a waited acquire that is not granted
 --     took at least its wait; one granted when the lease ran out was granted
 --     no sooner;
@@ -20,8 +20,8 @@
 --   - tokens are at or above the server's clock in microseconds since 1970.
 --
 -- No speed is asserted: timestamps are compared with sleeps made before
--- the call (pg_sleep guarantees their length), and time limits are a
--- hundred times the expected cost or more.  Counters are cluster-wide:
+-- the call (pg_sleep guarantees their length), and time limits only end
+-- hangs, far above any load's delay.  Counters are cluster-wide:
 -- only differences are printed.  Keys start with 'tp:'.
 --
 
@@ -55,7 +55,7 @@ END $$;
 --
 SELECT dlock_acquire('tp:held', 'h1', '1 hour') AS t_held \gset
 SELECT pg_temp.tp_mark();
-SET statement_timeout = '1s';
+SET statement_timeout = '60s';
 -- autocommit; the wait spelt out, and the default
 SELECT count(*) AS refused FROM generate_series(1, 1000)
  WHERE dlock_acquire('tp:held', 'h2', '1 min', '0') IS NULL;
@@ -68,9 +68,9 @@ SELECT count(*) AS refused_in_subxact FROM generate_series(1, 1000)
  WHERE pg_temp.tp_try_sub('tp:held', 'h2');
 -- late in a long transaction, and after a rolled-back savepoint
 BEGIN;
-SET LOCAL statement_timeout = '5s';
+SET LOCAL statement_timeout = '60s';
 SELECT pg_sleep(0.3);
-SET LOCAL statement_timeout = '1s';
+SET LOCAL statement_timeout = '60s';
 SELECT count(*) AS refused_late_in_xact FROM generate_series(1, 1000)
  WHERE dlock_acquire('tp:held', 'h2', '1 min', '0') IS NULL;
 SAVEPOINT sp;
