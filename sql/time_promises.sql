@@ -215,15 +215,16 @@ SELECT expires_at >= now() + interval '400 ms' + interval '3 hours' AS renewed_f
   FROM dlock.lease WHERE key = 'tp:late3';
 COMMIT;
 -- a short lease taken late in a long transaction is live, and fences,
--- right after it was taken (one plpgsql block: no gap between the calls)
+-- right after it was taken (one plpgsql block: no gap between the calls;
+-- 5 s: far longer than a loaded machine's pause between them)
 BEGIN;
-SELECT pg_sleep(1.2);
+SELECT pg_sleep(5.2);
 DO $$
 DECLARE
-  t bigint := dlock_acquire('tp:late4', 'h1', '1 s');
+  t bigint := dlock_acquire('tp:late4', 'h1', '5 s');
 BEGIN
-  RAISE NOTICE 'late 1 s lease: acquired %, valid %, renewed %',
-    t IS NOT NULL, dlock_validate('tp:late4', 'h1', t), dlock_renew('tp:late4', 'h1', '1 s', t);
+  RAISE NOTICE 'late 5 s lease: acquired %, valid %, renewed %',
+    t IS NOT NULL, dlock_validate('tp:late4', 'h1', t), dlock_renew('tp:late4', 'h1', '5 s', t);
 END $$;
 COMMIT;
 
@@ -253,28 +254,32 @@ SELECT statement_timestamp() AS st, (SELECT count(*) FROM dlock_claim(NULL::tp_j
 SELECT :claimed AS claimed, count(*) AS claimed_at_the_call FROM dlock.claim
  WHERE relid = 'tp_jobs'::regclass AND holder = 'c2'
    AND claimed_at >= :'st'::timestamptz + interval '300 ms' AND expires_at - claimed_at = interval '1 hour';
--- a 1 s claim made late in a long transaction is live right after
+-- a 5 s claim made late in a long transaction is live right after
 BEGIN;
-SELECT pg_sleep(1.2);
+SELECT pg_sleep(5.2);
 DO $$
 DECLARE
-  n bigint := (SELECT count(*) FROM dlock_claim(NULL::tp_jobs, 'c3', 1, '1 s', 'id = 50'));
+  n bigint := (SELECT count(*) FROM dlock_claim(NULL::tp_jobs, 'c3', 1, '5 s', 'id = 50'));
 BEGIN
-  RAISE NOTICE 'late 1 s claim: claimed %, fenced %, renewed %',
-    n, dlock_claimed('tp_jobs', 50, 'c3'), dlock_renew_claims('tp_jobs', 'c3', '1 s');
+  RAISE NOTICE 'late 5 s claim: claimed %, fenced %, renewed %',
+    n, dlock_claimed('tp_jobs', 50, 'c3'), dlock_renew_claims('tp_jobs', 'c3', '5 s');
 END $$;
 COMMIT;
 
 --
 -- expiry on the current clock: leases and claims that ran out during a
--- transaction are lost to every function in it
+-- transaction are lost to every function in it (taken for an hour, so
+-- that they are live when read first however slow the machine, then
+-- renewed for 300 ms)
 --
-SELECT dlock_acquire('tp:exp', 'h1', '300 ms') AS t_exp \gset
-SELECT count(*) AS claimed FROM dlock_claim(NULL::tp_jobs, 'e1', 2, '300 ms', 'id IN (60, 61)');
+SELECT dlock_acquire('tp:exp', 'h1', '1 hour') AS t_exp \gset
+SELECT count(*) AS claimed FROM dlock_claim(NULL::tp_jobs, 'e1', 2, '1 hour', 'id IN (60, 61)');
 BEGIN;
 SELECT dlock_validate('tp:exp', 'h1', :t_exp) AS valid_before;
 SELECT dlock_claimed('tp_jobs', 60, 'e1') AS fenced_before;
 ROLLBACK;
+SELECT dlock_renew('tp:exp', 'h1', '300 ms', :t_exp) AS renewed_for_300ms,
+       dlock_renew_claims('tp_jobs', 'e1', '300 ms') AS claims_renewed_for_300ms;
 BEGIN;
 SELECT pg_sleep(0.4);
 SELECT dlock_release('tp:exp', 'h1') AS released_after_expiry;
