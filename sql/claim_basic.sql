@@ -161,14 +161,16 @@ SELECT count(*) AS after_rollback FROM dlock_claims WHERE holder = 'wx';
 
 --
 -- expiry: a claim whose ttl ran out makes the row claimable again, and the
--- attempt count survives (attempts 2).  ttl 1 s and a 1.2 s sleep: long
--- enough that a slow machine still sees the claim live right after it
+-- attempt count survives (attempts 2).  Claimed for an hour (live when
+-- read, however slow the machine), then renewed for 1 ms: it runs out by
+-- itself 1 ms later (the 10 ms sleep makes sure)
 --
 SELECT array_agg(id ORDER BY id) AS w4_got
-  FROM dlock_claim(NULL::jobs, 'w4', 2, '1 s', 'id <= 2');
+  FROM dlock_claim(NULL::jobs, 'w4', 2, '1 hour', 'id <= 2');
 SELECT key, holder, attempts FROM dlock_claims WHERE holder = 'w4' ORDER BY key;
 SELECT dlock_claimed('jobs', 1, 'w4') AS live_before_expiry;
-SELECT pg_sleep(1.2);
+SELECT dlock_renew_claims('jobs', 'w4', '1 ms') AS w4_renewed_for_1ms;
+SELECT pg_sleep(0.01);
 SELECT count(*) AS w4_live_claims FROM dlock_claims WHERE holder = 'w4';
 SELECT dlock_claimed('jobs', 1, 'w4') AS after_expiry,
        dlock_renew_claims('jobs', 'w4') AS renew_after_expiry;
@@ -194,9 +196,10 @@ SELECT array_agg(id) AS try1
   FROM dlock_claim(NULL::jobs, 'p1', 5, '1 s', 'id = 3', max_attempts => 2);
 SELECT pg_sleep(1.2);
 SELECT array_agg(id) AS try2
-  FROM dlock_claim(NULL::jobs, 'p2', 5, '1 s', 'id = 3', max_attempts => 2);
+  FROM dlock_claim(NULL::jobs, 'p2', 5, '1 hour', 'id = 3', max_attempts => 2);
 SELECT key, attempts FROM dlock_claims WHERE holder = 'p2';
-SELECT pg_sleep(1.2);
+SELECT dlock_renew_claims('jobs', 'p2', '1 ms') AS p2_renewed_for_1ms;
+SELECT pg_sleep(0.01);
 SELECT array_agg(id) AS try3_poisoned
   FROM dlock_claim(NULL::jobs, 'p3', 5, '1 hour', 'id IN (3, 4)', max_attempts => 2);
 SELECT table_name, key, attempts, last_holder,

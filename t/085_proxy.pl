@@ -125,7 +125,7 @@ is( $proxy->safe_psql(
 my $th = $proxy->safe_psql('postgres', "SELECT dlock_acquire('w1', 'holder', '1 hour')");
 my $bg = $proxy->background_psql('postgres', on_error_stop => 0);
 $bg->query_until(qr/starting wait/,
-	"\\echo starting wait\nSELECT dlock_acquire('w1', 'waiter', '1 hour', '60 s');\n");
+	"\\echo starting wait\nSELECT dlock_acquire('w1', 'waiter', '1 hour', '10 min');\n");
 ok( $proxy->poll_query_until(
 		'postgres', "SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'w1' AND holder = 'waiter'"),
 	"the waiter shows in the proxy's dlock_waiters");

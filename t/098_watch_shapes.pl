@@ -59,9 +59,11 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 		[ "granted/acquire/h1/$t1", "granted/acquire/h2/$t2" ],
 		'each holder of a semaphore is notified with its own token');
 
-	# slots 2 and 3 run out together: both expiries, from the worker
-	my $t3 = sql("SELECT dlock_acquire('ws:sem', 'h3', '2 s', '0', 4)");
-	my $t4 = sql("SELECT dlock_acquire('ws:sem', 'h4', '2 s', '0', 4)");
+	# slots 2 and 3 run out together: both expiries, from the worker (both
+	# granted in one transaction, so that neither can run out before the
+	# other is granted, however slow the machine)
+	my ($t3, $t4) = split /\|/, sql("SELECT dlock_acquire('ws:sem', 'h3', '2 s', '0', 4),"
+		  . " dlock_acquire('ws:sem', 'h4', '2 s', '0', 4)");
 	my @e = events($w, 4, 'two grants and two expiries');
 	is_deeply([ map { brief($_) } @e[ 0, 1 ] ],
 		[ "granted/acquire/h3/$t3", "granted/acquire/h4/$t4" ],
@@ -116,7 +118,7 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 	# its statement then fails: it never saw its token
 	my $waiter = $node->background_psql('postgres', on_error_stop => 0);
 	$waiter->query_until(qr/waiting/,
-		"\\echo waiting\nSELECT dlock_acquire('ws:ab', 'b', '1 hour', '90 s') / 0;\n");
+		"\\echo waiting\nSELECT dlock_acquire('ws:ab', 'b', '1 hour', '10 min') / 0;\n");
 	$node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'ws:ab'")
 	  or die 'the waiter never waited';
@@ -143,13 +145,13 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 	my $ta = sql("SELECT dlock_acquire('ws:ab2', 'a', '1 hour')");
 	my $b = $node->background_psql('postgres', on_error_stop => 0);
 	$b->query_until(qr/waiting/,
-		"\\echo waiting\nSELECT dlock_acquire('ws:ab2', 'b', '1 hour', '90 s') / 0;\n");
+		"\\echo waiting\nSELECT dlock_acquire('ws:ab2', 'b', '1 hour', '10 min') / 0;\n");
 	$node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'ws:ab2'")
 	  or die 'b never waited';
 	my $c = $node->background_psql('postgres');
 	$c->query_until(qr/waiting/,
-		"\\echo waiting\nSELECT 'token=' || dlock_acquire('ws:ab2', 'c', '1 hour', '90 s');\n");
+		"\\echo waiting\nSELECT 'token=' || dlock_acquire('ws:ab2', 'c', '1 hour', '10 min');\n");
 	$node->poll_query_until('postgres',
 		"SELECT count(*) = 2 FROM dlock_waiters WHERE key = 'ws:ab2'")
 	  or die 'c never waited';

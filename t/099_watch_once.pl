@@ -112,17 +112,20 @@ sub waits
 # ---- an expiry, and the worker's round rolls back ----
 {
 	my $w = watch_start($node, 'wo:exp', 'regress_once_w');
-	my $ta = sql("SELECT dlock_acquire('wo:exp', 'A', '4 s')", 'regress_once_a');
+	# (30 s: the notification queue lock must be held before the lease runs
+	# out, however slow the machine; the worker learns of the expiry from
+	# the grant, so a later renewal to a shorter ttl would not do)
+	my $ta = sql("SELECT dlock_acquire('wo:exp', 'A', '30 s')", 'regress_once_a');
 	is_deeply(briefs($w, 1, 'the grant'), ["granted/acquire/A/$ta"], 'the grant');
 	my @x = hold_notify_lock();
 	sql("SELECT expires_at > clock_timestamp() FROM dlock.lease WHERE key = 'wo:exp'") eq 't'
-	  or die 'the lease ran out before the test was ready (a slow machine)';
+	  or die 'the lease ran out before the test was ready (a machine slower than 30 s)';
 	# the round that found the expiry waits to commit its notification
 	poll('the watch worker held up', waits('dlock watch worker', 'object'));
 	# b's takeover sends nothing that the watcher may see: not held up
 	my ($b) = session('regress_once_b');
 	$b->query_until(qr/asking/,
-		"\\echo asking\nSELECT 'token=' || dlock_acquire('wo:exp', 'B', '1 hour', '60 s');\n");
+		"\\echo asking\nSELECT 'token=' || dlock_acquire('wo:exp', 'B', '1 hour', '10 min');\n");
 	poll('b has the key, or waits for it',
 		"SELECT count(*) = 1 FROM dlock.lease WHERE key = 'wo:exp' AND holder = 'B'"
 		  . " OR EXISTS (SELECT FROM dlock_waiters WHERE key = 'wo:exp')");
@@ -150,7 +153,7 @@ sub waits
 	$g->query_safe('BEGIN; LOCK TABLE gate;');
 	my ($b) = session();
 	$b->query_until(qr/waiting/, "\\echo waiting\n"
-		  . "DO \$\$ BEGIN PERFORM dlock_acquire('wo:ab', 'b', '1 hour', '90 s');"
+		  . "DO \$\$ BEGIN PERFORM dlock_acquire('wo:ab', 'b', '1 hour', '10 min');"
 		  . " LOCK TABLE gate; RAISE EXCEPTION 'b fails'; END \$\$;\n");
 	poll('b waits', "SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'wo:ab'");
 	sql("SELECT dlock_release('wo:ab', 'a', $ta)");

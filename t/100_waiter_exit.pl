@@ -67,19 +67,19 @@ sub lease_of
 is(sql("SELECT dlock_acquire('we:k', 'A', '1 hour') IS NOT NULL"), 't', 'A holds we:k');
 
 # B waits for the key, in a statement of its own (a release may hand over to it)
-my $b = $node->background_psql('postgres', on_error_stop => 0, timeout => 60);
+my $b = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
 my $bpid = $b->query_safe('SELECT pg_backend_pid()');
 $b->query_until(qr/started/,
 	"\\echo started\nSELECT dlock_acquire('we:k', 'B', '1 hour', '5 min');\n");
-ok( within($node, 30,
+ok( within($node, 120,
 		"SELECT count(*) = 1 FROM dlock_waiters WHERE key = 'we:k' AND holder = 'B' AND pid = $bpid"),
 	'B waits');
-ok( within($node, 30,
+ok( within($node, 120,
 		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = $bpid"),
 	'B sleeps in its wait');
 
 DlockProcesses::pause($bpid);
-ok(stopped($bpid, 30), "B's backend is stopped");
+ok(stopped($bpid, 120), "B's backend is stopped");
 
 is(sql("SELECT dlock_release('we:k', 'A')"), 't', 'A releases');
 my $granted = lease_of('we:k');
@@ -88,7 +88,7 @@ my (undef, $b_token) = split / /, $granted;
 
 is(sql("SELECT pg_terminate_backend($bpid)"), 't', "B's backend is told to terminate");
 DlockProcesses::resume($bpid);
-ok(within($node, 60, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
+ok(within($node, 120, "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $bpid"),
 	"B's backend exited");
 
 is(sql("SELECT count(*) FROM dlock_waiters"), '0', 'nobody waits any more');

@@ -238,7 +238,9 @@ ok(all_prefixed($r->{err}), 'every stderr line starts with "dlock: " (libpq\'s F
 # ---- dlock run says why the lease was lost ----
 {
 	my ($rout, $rerr) = ('', '');
-	my $h = IPC::Run::start([ 'dlock', 'run', 'job4', '--ttl', '3s', '--holder', 'runner',
+	# (a ttl of 15 s, renewed every 5 s: a renewal up to 10 s late still
+	# finds the lease unexpired, so the thief's takeover is what it sees)
+	my $h = IPC::Run::start([ 'dlock', 'run', 'job4', '--ttl', '15s', '--holder', 'runner',
 			'-d', $conn, '--', 'sleep', '600' ],
 		'<', \undef, '>', \$rout, '2>', \$rerr, IPC::Run::timeout(600));
 	for (1 .. 6000)

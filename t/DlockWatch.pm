@@ -48,13 +48,13 @@ sub watch_start
 	return $w;
 }
 
-# events(W, N, WHAT): the watcher's next N lines, decoded (waits up to 60 s
+# events(W, N, WHAT): the watcher's next N lines, decoded (waits up to 180 s
 # for them; once a wait has come up short, of this watcher or another, later
 # waits last a second, and what came is reported with WHAT)
 sub events
 {
 	my ($w, $n, $what) = @_;
-	my $deadline = time + ($failed ? 1 : 60);
+	my $deadline = time + ($failed ? 1 : 180);
 	my @lines;
 	while (1)
 	{
