@@ -9,8 +9,9 @@
 
 EXTENSION = dlock dlock_proxy
 MODULE_big = dlock
-# Every src/*.c is part of the module: a new file needs no line here.
-OBJS = $(patsubst $(srcdir)/%.c,%.o,$(sort $(wildcard $(srcdir)/src/*.c)))
+# Every src/*.c and src/FAMILY/*.c is part of the module: a new file needs
+# no line here.
+OBJS = $(patsubst $(srcdir)/%.c,%.o,$(sort $(wildcard $(srcdir)/src/*.c $(srcdir)/src/*/*.c)))
 
 # every install and upgrade script of both extensions
 DATA = $(sort $(notdir $(wildcard $(srcdir)/dlock--*.sql $(srcdir)/dlock_proxy--*.sql)))
@@ -44,7 +45,7 @@ include $(PGXS)
 # PGXS tracks header dependencies only in servers built with
 # --enable-depend: rebuild every object when a header changes (a struct
 # laid out one way in one file and another way in the next is a crash).
-$(OBJS): $(wildcard $(srcdir)/src/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
 
 # make dist: the release zip for PGXN (dlock-VERSION.zip), from the
 # committed tree (git archive), with META.json at its top.

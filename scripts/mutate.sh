@@ -93,162 +93,162 @@ set -- ${args[@]+"${args[@]}"}
 # Node clients; in the texts, \t is a tab and \n a newline; a line that
 # starts with # is a comment: a topic's heading)
 MUTANTS=$(cat <<'EOF'
-no-wake-at-expiry@src/lease_acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/wait_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
-handover-to-xact-block@src/lease_acquire.c@slots == 1 && dlock_xact_alone());@slots == 1);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
-handover-ignores-withdrawal@src/wait_handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
-handover-not-flushed@src/wait_sleep.c@\tXLogFlush(lsn);@\t(void) lsn;@tap:016_release_flush
-no-wake-on-release@src/lease_xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
-no-fence@src/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
-release-always-async@src/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
-release-never-async@src/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
-release-async-sticks@src/lease_xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:018_release_flush_after
-tokens-plain-sequence@src/base_token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
-no-fifo@src/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
-no-role-check@src/lease_store.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
-views-show-all@src/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
-wait0-sleeps@src/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
-wait0-waits@src/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
-wait-ends-early@src/lease_acquire.c@slots, hash, start + wait_us,@slots, hash, start + wait_us / 2,@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
-wait-ends-at-wakeup@src/lease_acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
-acquire-waits-for-open-xact@src/lease.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
-wrong-holder-waits@src/lease.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tDlockKeyLock k = lease_keylock(key);\n\n\t\t\tdlock_key_lock(&k, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
-ttl-from-xact-start@src/lease.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
-renew-from-xact-start@src/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
-expiry-at-xact-start@src/lease.c@\th->now = GetCurrentTimestamp();\n\th->slot = slot;@\th->now = GetCurrentTransactionStartTimestamp();\n\th->slot = slot;@regress:lease_basic regress:time_promises
-claims-ttl-from-xact-start@src/claim_batch.c@\tnow = GetCurrentTimestamp();\n\tclaimed = decide_and_write(@\tnow = GetCurrentTransactionStartTimestamp();\n\tclaimed = decide_and_write(@regress:time_promises isolation:time_at_once
-claims-ttl-from-xact-start@src/claim_batch.c@#include "access/htup_details.h"\n@#include "access/htup_details.h"\n#include "access/xact.h"\n@regress:time_promises isolation:time_at_once
-claim-renew-from-xact-start@src/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
-claims-wait-for-claimers@src/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
-claims-wait-for-keylock@src/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tdlock_key_lock(&cc->kl, ExclusiveLock);\n\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
-takeover-reuses-token@src/lease.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
-max-attempts-ignored@src/claim_batch.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
-claim-batch-n-plus-1@src/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
-claim-batch-n-plus-1@src/claim.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
-unclaim-of-others@src/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
-unclaim-of-others@src/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
-no-claim-recheck@src/claim_batch.c@\t\tif (!found[k])\n\t\t\tcc->fresh = true;@\t\tif (true)\n\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
-no-claim-keylock@src/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
-no-row-check@src/claim_unheld.c@\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\theld = false;\n\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
-hints-outlive-giveback@src/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges isolation:time_at_once
-hints-outlive-rollback@src/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_PREPARE))@regress:claim_ranges isolation:claim_hint_shared
-hints-outlive-prepare@src/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_ABORT))@tap:075_two_phase
-no-claim-fence@src/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
-no-claim-access-check@src/claim_target.c@\tif (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
-hints-outlive-savepoint@src/claim_hint.c@\tif (event == SUBXACT_EVENT_ABORT_SUB && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared
-hints-published-at-end-only@src/claim_unheld.c@\tif (a->nlead % 128 == 0)@\tif (false)@isolation:claim_hint_shared
-views-locks-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0, 0);@isolation:views_latest isolation:time_at_once
-views-claims-own-snapshot@src/views_sql.c@emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT relid::regclass, COALESCE(long_key, key), holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1, 2);@isolation:views_latest isolation:time_at_once
-no-waiters-shown@src/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
-cleanup-deletes-live-leases@src/maint_sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
-cleanup-deletes-live-claims@src/maint_sweep.c@TimestampTz idle_before = GetCurrentTimestamp() - idle_us;@TimestampTz idle_before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
-cleanup-deletes-poisoned@src/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
+no-wake-at-expiry@src/lease/lease_acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
+no-handover@src/wait/wait_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
+handover-to-xact-block@src/lease/lease_acquire.c@slots == 1 && dlock_xact_alone());@slots == 1);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
+handover-ignores-withdrawal@src/wait/wait_handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
+handover-not-flushed@src/wait/wait_sleep.c@\tXLogFlush(lsn);@\t(void) lsn;@tap:016_release_flush
+no-wake-on-release@src/lease/lease_xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
+no-fence@src/lease/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
+release-always-async@src/lease/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
+release-never-async@src/lease/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
+release-async-sticks@src/lease/lease_xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:018_release_flush_after
+tokens-plain-sequence@src/base/base_token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
+no-fifo@src/wait/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
+no-role-check@src/lease/lease.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
+views-show-all@src/views/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
+wait0-sleeps@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait0-waits@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-early@src/lease/lease_acquire.c@slots, hash, start + wait_us,@slots, hash, start + wait_us / 2,@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-at-wakeup@src/lease/lease_acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
+acquire-waits-for-open-xact@src/lease/lease.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
+wrong-holder-waits@src/lease/lease.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tDlockKeyLock k = lease_keylock(key);\n\n\t\t\tdlock_key_lock(&k, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
+ttl-from-xact-start@src/lease/lease.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
+renew-from-xact-start@src/lease/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
+expiry-at-xact-start@src/lease/lease.c@\th->now = GetCurrentTimestamp();\n\th->slot = slot;@\th->now = GetCurrentTransactionStartTimestamp();\n\th->slot = slot;@regress:lease_basic regress:time_promises
+claims-ttl-from-xact-start@src/claim/claim_batch.c@\tnow = GetCurrentTimestamp();\n\tclaimed = decide_and_write(@\tnow = GetCurrentTransactionStartTimestamp();\n\tclaimed = decide_and_write(@regress:time_promises isolation:time_at_once
+claims-ttl-from-xact-start@src/claim/claim_batch.c@#include "access/htup_details.h"\n@#include "access/htup_details.h"\n#include "access/xact.h"\n@regress:time_promises isolation:time_at_once
+claim-renew-from-xact-start@src/claim/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
+claims-wait-for-claimers@src/claim/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
+claims-wait-for-keylock@src/claim/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tdlock_key_lock(&cc->kl, ExclusiveLock);\n\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
+takeover-reuses-token@src/lease/lease.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
+max-attempts-ignored@src/claim/claim_batch.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
+claim-batch-n-plus-1@src/claim/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
+claim-batch-n-plus-1@src/claim/claim.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
+unclaim-of-others@src/claim/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
+unclaim-of-others@src/claim/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
+no-claim-recheck@src/claim/claim_batch.c@\t\tif (!found[k])\n\t\t\tcc->fresh = true;@\t\tif (true)\n\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
+no-claim-keylock@src/claim/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
+no-row-check@src/claim/claim_unheld.c@\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\theld = false;\n\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
+hints-outlive-giveback@src/claim/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges isolation:time_at_once
+hints-outlive-rollback@src/claim/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_PREPARE))@regress:claim_ranges isolation:claim_hint_shared
+hints-outlive-prepare@src/claim/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_ABORT))@tap:075_two_phase
+no-claim-fence@src/claim/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
+no-claim-access-check@src/claim/claim_target.c@\tif (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
+hints-outlive-savepoint@src/claim/claim_hint.c@\tif (event == SUBXACT_EVENT_ABORT_SUB && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared
+hints-published-at-end-only@src/claim/claim_unheld.c@\tif (a->nlead % 128 == 0)@\tif (false)@isolation:claim_hint_shared
+views-locks-own-snapshot@src/views/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0, 0);@isolation:views_latest isolation:time_at_once
+views-claims-own-snapshot@src/views/views_sql.c@emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT relid::regclass, COALESCE(long_key, key), holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1, 2);@isolation:views_latest isolation:time_at_once
+no-waiters-shown@src/views/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
+cleanup-deletes-live-leases@src/maint/maint_sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
+cleanup-deletes-live-claims@src/maint/maint_sweep.c@TimestampTz idle_before = GetCurrentTimestamp() - idle_us;@TimestampTz idle_before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
+cleanup-deletes-poisoned@src/claim/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
 unpinned-unlisted@dlock--0.5.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
 full-script-drifts@dlock--0.5.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
-unpinned-reaches-spi@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
-no-lease-sweep@src/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
-no-claim-sweep@src/claim.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
-no-claim-schema-check@src/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
-fence-wait-polls@src/base_keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
-no-count-extended@src/lease_acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-no-count-renewals@src/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-no-count-validation-failures@src/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-claim-keys-as-written@src/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys isolation:claim_key_spellings
-claim-fence-unlocked@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
-targets-miss-schema-rename@src/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-stay-in-detached-rows-tree@src/claim_ddl.c@\t\t\t\tclaims_follow_detach(before->relid, p->relid);@\t\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-outlive-key-change@src/claim_ddl.c@\t\t\tdlock_claim_ddl_forget(now.relid);@\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-miss-enum-rename@src/claim_ddl_type.c@\t\tif (getBaseType(f.type) == types[0])@\t\tif (false)@regress:claim_ddl isolation:claim_ddl_sessions
-fence-on-rowless-key@src/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
-long-keys-inline@src/claim_key.c@\tif (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&@\tif (true &&@regress:claim_long_keys
-long-key-text-lost@src/claim_store.c@isnull[Anum_long_key - 1] = fulls[i] == keys[i];@isnull[Anum_long_key - 1] = true;@regress:claim_long_keys
-unheld-tells-hidden-rows@src/claim_unheld.c@\tif (!dlock_claim_row_visible(t, value, type))\n\t\treturn true;@\tif (false)\n\t\treturn true;@regress:claim_rls isolation:claim_rls_wait
-unheld-ticket-ignored@src/claim_unheld.c@\tif (ticket == dlock_claim_ticket())@\tif (true)@regress:claim_rls
-views-ignore-row-security@src/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, caller, true) == RLS_ENABLED &&@\t\t\t\t\tfalse &&@regress:claim_rls
-fence-waits-for-hidden-rows@src/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
-unclaim-all-keys-at-once@src/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
-release-all-keys-at-once@src/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
-watch-savepoint-rollback-sent@src/watch_notify.c@\t\t\tevents = foreach_delete_current(events, lc);@\t\t\t(void) lc;@tap:095_watch
-watch-ignores-role@src/watch.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
-watch-no-expiry@src/watch_expiry.c@\t\t\tdlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@\t\t\tif (false) dlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@tap:095_watch
-watch-expiry-while-live@src/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held)@tap:095_watch
-watch-expiry-twice@src/watch_notify.c@\t\t\tev->expires_at <= expired_through_before(&w[i]))@\t\t\tfalse)@tap:095_watch
-watch-joins-unsafely@src/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
-watch-no-handover-grant@src/wait_handover.c@\t\tdlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@\t\tif (false) dlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@tap:095_watch
-watch-worker-not-restarted@src/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
-watch-rolled-back-watch-stays@src/watch_session.c@\t\t: (op->add && !op->readd))@\t\t: false)@regress:watch
-watch-leader-shows-all@src/watch_session.c@return found && dlock_watch_role_sees(GetUserId(), l->owner);@return found;@regress:watch
-watch-expiry-slot-0-only@src/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held && ls[i].expires_at <= now && ls[i].slot == 0)@tap:098_watch_shapes
-watch-expiry-mark-not-moved@src/watch_expiry.c@\tdlock_watch_read_through(key, now);@\t(void) 0;@tap:098_watch_shapes
-watch-expiry-mark-after-read@src/watch_notify.c@\t\t\treturn c->previous;@\t\t\treturn c->through;@tap:098_watch_shapes
-watch-abandoned-not-released@src/maint_worker.c@\t\tdlock_watch_abandoned(key, holder, a->owner, a->token, a->expires_at);@\t\t(void) 0;@tap:098_watch_shapes
-watch-expiry-lock-given-back-early@src/watch_expiry.c@\tif (ran_out)@\tif (false)@tap:099_watch_once
-watch-abandoned-released-twice@src/watch_notify.c@\tif (n > 0 && ev->abandoned && !claim_release(ev->token))@\tif (false)@tap:099_watch_once
-watch-leader-slot-0-only@src/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
-watch-abandoned-taken-not-released@src/lease.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
-abandon-nothing-on-abort@src/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
-abandoned-grants-read-held@src/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
-abandoned-rows-kept@src/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned
-releaser-keeps-orphan-grant@src/wait_handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:097_abandoned
-wait-ignores-closed-client@src/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
-commit-for-gone-client@src/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
-waiter-exit-keeps-grant@src/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
-release-all-keeps-key-locks@src/lease.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
-decide-on-row-being-freed@src/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
-take-over-row-being-freed@src/lease_read.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
-sweep-at-once@src/maint_sweep.c@\t\tsweep_pending = true;\n}@\t\tsweep_now(true, false);\n}@isolation:sweep_no_block
-claim-sweep-at-once@src/maint_sweep.c@\t\tclaim_sweep_pending = true;\n}@\t\tsweep_now(false, true);\n}@isolation:claim_sweep_no_block
-claim-write-over-swept-row-fails@src/claim_store.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
-cleanup-in-callers-transaction@src/maint_worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
-write-over-swept-row-fails@src/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
-slots-limit-ignored@src/base_args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
-slots-mismatch-unchecked@src/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))\n\t\tdlock_slots_mismatch(r.key_slots, slots);@\t(void) r.key_slots;@regress:lease_slots
-slots-lease-mismatch-unchecked@src/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))@\tif (r.live > 0 && r.key_slots != 1 && !dlock_slots_compatible(r.key_slots, slots))@regress:lease_slots
-slots-queue-mismatch-unchecked@src/lease_acquire.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race
-slots-one-too-many@src/lease_read.c@\tslot = r.occupied < cap ? free_slot(key, &r, cap, locked) : -1;@\tslot = r.occupied <= cap ? free_slot(key, &r, cap + 1, locked) : -1;@regress:lease_slots isolation:slots_race tap:036_semaphores
-slots-token-not-per-holder@src/lease_read.c@\tif (dlock_lease_is_ours(l, r->holder, r->role))\n\t\tr->ours = dlock_lease_copy(l);@\tif (r->ours == NULL)\n\t\tr->ours = dlock_lease_copy(l);@regress:lease_slots isolation:slots_race tap:036_semaphores
-slots-no-fifo@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots == 1, woken,@isolation:slots_race
-slots-lease-reads-slot0-only@src/lease_read.c@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS)\n\t\treturn;@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS || (r->slots == 1 && slot > 0))\n\t\treturn;@regress:lease_slots
-shared-writer-starved@src/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
-shared-upgrade@src/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots != 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
-shared-upgrade@src/lease_read.c@\t\tif (r.live > 0)\n\t\t\treturn DLOCK_KEY_FULL;@\t\tif (false)\n\t\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
-shared-and-lease-do-not-mix@src/base_limits.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
-shared-readers-exclude@src/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
-shared-over-lease@src/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots == 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+unpinned-reaches-spi@src/lease/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
+no-lease-sweep@src/lease/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
+no-claim-sweep@src/claim/claim.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
+no-claim-schema-check@src/claim/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
+fence-wait-polls@src/base/base_keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
+no-count-extended@src/lease/lease_acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-renewals@src/lease/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-validation-failures@src/lease/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+claim-keys-as-written@src/claim/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys isolation:claim_key_spellings
+claim-fence-unlocked@src/claim/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
+targets-miss-schema-rename@src/claim/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-stay-in-detached-rows-tree@src/claim/claim_ddl.c@\t\t\t\tclaims_follow_detach(before->relid, p->relid);@\t\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-outlive-key-change@src/claim/claim_ddl.c@\t\t\tdlock_claim_ddl_forget(now.relid);@\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
+claims-miss-enum-rename@src/claim/claim_ddl_type.c@\t\tif (getBaseType(f.type) == types[0])@\t\tif (false)@regress:claim_ddl isolation:claim_ddl_sessions
+fence-on-rowless-key@src/claim/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
+long-keys-inline@src/claim/claim_key.c@\tif (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&@\tif (true &&@regress:claim_long_keys
+long-key-text-lost@src/claim/claim_store.c@isnull[Anum_long_key - 1] = fulls[i] == keys[i];@isnull[Anum_long_key - 1] = true;@regress:claim_long_keys
+unheld-tells-hidden-rows@src/claim/claim_unheld.c@\tif (!dlock_claim_row_visible(t, value, type))\n\t\treturn true;@\tif (false)\n\t\treturn true;@regress:claim_rls isolation:claim_rls_wait
+unheld-ticket-ignored@src/claim/claim_unheld.c@\tif (ticket == dlock_claim_ticket())@\tif (true)@regress:claim_rls
+views-ignore-row-security@src/views/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, caller, true) == RLS_ENABLED &&@\t\t\t\t\tfalse &&@regress:claim_rls
+fence-waits-for-hidden-rows@src/claim/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
+unclaim-all-keys-at-once@src/claim/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
+release-all-keys-at-once@src/claim/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
+watch-savepoint-rollback-sent@src/watch/watch_notify.c@\t\t\tevents = foreach_delete_current(events, lc);@\t\t\t(void) lc;@tap:095_watch
+watch-ignores-role@src/watch/watch.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
+watch-no-expiry@src/watch/watch_expiry.c@\t\t\tdlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@\t\t\tif (false) dlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@tap:095_watch
+watch-expiry-while-live@src/watch/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held)@tap:095_watch
+watch-expiry-twice@src/watch/watch_notify.c@\t\t\tev->expires_at <= expired_through_before(&w[i]))@\t\t\tfalse)@tap:095_watch
+watch-joins-unsafely@src/watch/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
+watch-no-handover-grant@src/wait/wait_handover.c@\t\tdlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@\t\tif (false) dlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@tap:095_watch
+watch-worker-not-restarted@src/watch/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
+watch-rolled-back-watch-stays@src/watch/watch_session.c@\t\t: (op->add && !op->readd))@\t\t: false)@regress:watch
+watch-leader-shows-all@src/watch/watch_session.c@return found && dlock_watch_role_sees(GetUserId(), l->owner);@return found;@regress:watch
+watch-expiry-slot-0-only@src/watch/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held && ls[i].expires_at <= now && ls[i].slot == 0)@tap:098_watch_shapes
+watch-expiry-mark-not-moved@src/watch/watch_expiry.c@\tdlock_watch_read_through(key, now);@\t(void) 0;@tap:098_watch_shapes
+watch-expiry-mark-after-read@src/watch/watch_notify.c@\t\t\treturn c->previous;@\t\t\treturn c->through;@tap:098_watch_shapes
+watch-abandoned-not-released@src/maint/maint_worker.c@\t\tdlock_watch_abandoned(key, holder, a->owner, a->token, a->expires_at);@\t\t(void) 0;@tap:098_watch_shapes
+watch-expiry-lock-given-back-early@src/watch/watch_expiry.c@\tif (ran_out)@\tif (false)@tap:099_watch_once
+watch-abandoned-released-twice@src/watch/watch_notify.c@\tif (n > 0 && ev->abandoned && !claim_release(ev->token))@\tif (false)@tap:099_watch_once
+watch-leader-slot-0-only@src/watch/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
+watch-abandoned-taken-not-released@src/lease/lease.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
+abandon-nothing-on-abort@src/lease/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
+abandoned-grants-read-held@src/lease/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
+abandoned-rows-kept@src/maint/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned
+releaser-keeps-orphan-grant@src/wait/wait_handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:097_abandoned
+wait-ignores-closed-client@src/wait/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
+commit-for-gone-client@src/lease/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
+waiter-exit-keeps-grant@src/lease/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
+release-all-keeps-key-locks@src/lease/lease.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
+decide-on-row-being-freed@src/lease/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
+take-over-row-being-freed@src/lease/lease_read.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
+sweep-at-once@src/maint/maint_sweep.c@\t\tsweep_pending = true;\n}@\t\tsweep_now(true, false);\n}@isolation:sweep_no_block
+claim-sweep-at-once@src/maint/maint_sweep.c@\t\tclaim_sweep_pending = true;\n}@\t\tsweep_now(false, true);\n}@isolation:claim_sweep_no_block
+claim-write-over-swept-row-fails@src/claim/claim_store.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
+cleanup-in-callers-transaction@src/maint/maint_worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
+write-over-swept-row-fails@src/lease/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
+slots-limit-ignored@src/base/base_args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
+slots-mismatch-unchecked@src/lease/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))\n\t\tdlock_slots_mismatch(r.key_slots, slots);@\t(void) r.key_slots;@regress:lease_slots
+slots-lease-mismatch-unchecked@src/lease/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))@\tif (r.live > 0 && r.key_slots != 1 && !dlock_slots_compatible(r.key_slots, slots))@regress:lease_slots
+slots-queue-mismatch-unchecked@src/lease/lease_acquire.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race
+slots-one-too-many@src/lease/lease_read.c@\tslot = r.occupied < cap ? free_slot(key, &r, cap, locked) : -1;@\tslot = r.occupied <= cap ? free_slot(key, &r, cap + 1, locked) : -1;@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-token-not-per-holder@src/lease/lease_read.c@\tif (dlock_lease_is_ours(l, r->holder, r->role))\n\t\tr->ours = dlock_lease_copy(l);@\tif (r->ours == NULL)\n\t\tr->ours = dlock_lease_copy(l);@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-no-fifo@src/lease/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots == 1, woken,@isolation:slots_race
+slots-lease-reads-slot0-only@src/lease/lease_read.c@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS)\n\t\treturn;@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS || (r->slots == 1 && slot > 0))\n\t\treturn;@regress:lease_slots
+shared-writer-starved@src/lease/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
+shared-upgrade@src/lease/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots != 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+shared-upgrade@src/lease/lease_read.c@\t\tif (r.live > 0)\n\t\t\treturn DLOCK_KEY_FULL;@\t\tif (false)\n\t\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+shared-and-lease-do-not-mix@src/base/base.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
+shared-readers-exclude@src/lease/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
+shared-over-lease@src/lease/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots == 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
 cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args
 cli-slots-ignored@cli/acquire.c@\tif (o->slots > 0)\n\t{@\tif (false)\n\t{@tap:081_cli_args
 cli-old-extension-unexplained@cli/acquire.c@\tif (rc == DB_NOT_INSTALLED && (o->slots > 0 || o->shared))@\tif (false)@tap:081_cli_args
 cli-old-extension-version-ignored@cli/db.c@(major < need_major || (major == need_major && minor < need_minor));@(major < need_major);@tap:081_cli_args
 cli-watch-old-extension-unexplained@cli/watch.c@	if (rc == DB_NOT_INSTALLED && db_older_than(db, "0.4", "dlock watch"))@	if (false)@tap:081_cli_args
-multi-unsorted@src/lease_multi.c@\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@\tif (false)\n\t\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@regress:lease_multi isolation:multi_opposite_order
-multi-no-undo@src/lease_multi.c@\telse\n\t\tRollbackAndReleaseCurrentSubTransaction();@\telse\n\t\tReleaseCurrentSubTransaction();@regress:lease_multi isolation:multi_fifo
-multi-deadline-per-key@src/lease_multi.c@left = Max(deadline - GetCurrentTimestamp(), 0);@left = wait_us;@isolation:multi_fifo
-multi-no-renew-at-end@src/lease_multi.c@\tif (wait_us > 0)\n\t{\n\t\tfor@\tif (false)\n\t{\n\t\tfor@regress:lease_multi
-multi-error-keeps-subxact@src/lease_multi.c@\t\tFlushErrorState();\n\t\tRollbackAndReleaseCurrentSubTransaction();@\t\tFlushErrorState();@regress:lease_multi
+multi-unsorted@src/lease/lease_multi.c@\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@\tif (false)\n\t\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@regress:lease_multi isolation:multi_opposite_order
+multi-no-undo@src/lease/lease_multi.c@\telse\n\t\tRollbackAndReleaseCurrentSubTransaction();@\telse\n\t\tReleaseCurrentSubTransaction();@regress:lease_multi isolation:multi_fifo
+multi-deadline-per-key@src/lease/lease_multi.c@left = Max(deadline - GetCurrentTimestamp(), 0);@left = wait_us;@isolation:multi_fifo
+multi-no-renew-at-end@src/lease/lease_multi.c@\tif (wait_us > 0)\n\t{\n\t\tfor@\tif (false)\n\t{\n\t\tfor@regress:lease_multi
+multi-error-keeps-subxact@src/lease/lease_multi.c@\t\tFlushErrorState();\n\t\tRollbackAndReleaseCurrentSubTransaction();@\t\tFlushErrorState();@regress:lease_multi
 # claims through DDL: pending detaches, what DDL costs, dlock's objects changed by an administrator (issue 35), long keys and deep trees (issue 36)
-ddl-root-stops-at-pending-detach@src/claim_ddl.c@\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
-target-root-stops-at-pending-detach@src/claim_target.c@\t\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\t\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
-ddl-walks-every-claim-table@src/claim_ddl.c@\tclaims_follow_attach(b);@\t{\n\t\tDlockSpi\tspi;\n\t\tOid\t\t   *all;\n\n\t\tdlock_spi_begin(&spi);\n\t\t(void) dlock_claim_store_relids(&all);\n\t\tdlock_spi_end(&spi);\n\t}\n\tclaims_follow_attach(b);@regress:claim_ddl_cost
-ddl-start-kept-after-subxact-abort@src/claim_ddl.c@\t\tRegisterSubXactCallback(ddl_subxact_callback, NULL);@\t\t(void) ddl_subxact_callback;@regress:claim_ddl_cost
-internal-role-is-schema-owner@src/base_spi.c@\towner = extension_owner();@\towner = InvalidOid;@regress:claim_ddl_admin
-ddl-commands-read-as-caller@src/claim_ddl.c@\tdlock_spi_begin(&spi);\n\tif (SPI_execute(@\tdlock_spi_begin(&spi);\n\tdlock_spi_as_caller(&spi);\n\tif (SPI_execute(@regress:claim_ddl_admin
-ddl-long-key-detach-by-digest@src/claim_ddl.c@dlock_claim_key_in(t, part, fulls[i])@dlock_claim_key_in(t, part, keys[i])@regress:claim_ddl_deep
-ddl-long-key-attach-by-text@src/claim_ddl.c@\t\t(void) move_claims(relid, root, keys, nkeys);@\t\t(void) move_claims(relid, root, fulls, nkeys);@regress:claim_ddl_deep
-ddl-root-is-parent@src/claim_ddl.c@root = ancestors == NIL ? relid : llast_oid(ancestors);@root = ancestors == NIL ? relid : linitial_oid(ancestors);@regress:claim_ddl_deep
-target-root-is-parent@src/claim_target.c@\t\t\tt->claim_relid = llast_oid(ancestors);@\t\t\tt->claim_relid = linitial_oid(ancestors);@regress:claim_ddl_deep
+ddl-root-stops-at-pending-detach@src/claim/claim_ddl.c@\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
+target-root-stops-at-pending-detach@src/claim/claim_target.c@\t\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\t\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
+ddl-walks-every-claim-table@src/claim/claim_ddl.c@\tclaims_follow_attach(b);@\t{\n\t\tDlockSpi\tspi;\n\t\tOid\t\t   *all;\n\n\t\tdlock_spi_begin(&spi);\n\t\t(void) dlock_claim_store_relids(&all);\n\t\tdlock_spi_end(&spi);\n\t}\n\tclaims_follow_attach(b);@regress:claim_ddl_cost
+ddl-start-kept-after-subxact-abort@src/claim/claim_ddl.c@\t\tRegisterSubXactCallback(ddl_subxact_callback, NULL);@\t\t(void) ddl_subxact_callback;@regress:claim_ddl_cost
+internal-role-is-schema-owner@src/base/base_spi.c@\towner = extension_owner();@\towner = InvalidOid;@regress:claim_ddl_admin
+ddl-commands-read-as-caller@src/claim/claim_ddl.c@\tdlock_spi_begin(&spi);\n\tif (SPI_execute(@\tdlock_spi_begin(&spi);\n\tdlock_spi_as_caller(&spi);\n\tif (SPI_execute(@regress:claim_ddl_admin
+ddl-long-key-detach-by-digest@src/claim/claim_ddl.c@dlock_claim_key_in(t, part, fulls[i])@dlock_claim_key_in(t, part, keys[i])@regress:claim_ddl_deep
+ddl-long-key-attach-by-text@src/claim/claim_ddl.c@\t\t(void) move_claims(relid, root, keys, nkeys);@\t\t(void) move_claims(relid, root, fulls, nkeys);@regress:claim_ddl_deep
+ddl-root-is-parent@src/claim/claim_ddl.c@root = ancestors == NIL ? relid : llast_oid(ancestors);@root = ancestors == NIL ? relid : linitial_oid(ancestors);@regress:claim_ddl_deep
+target-root-is-parent@src/claim/claim_target.c@\t\t\tt->claim_relid = llast_oid(ancestors);@\t\t\tt->claim_relid = linitial_oid(ancestors);@regress:claim_ddl_deep
 # watch shares, a pooler's reset, the channel's privacy, the CLI's messages and text (issue 35 items 4, 9; issue 36)
-watch-no-role-share@src/watch.c@((taken = role_count_locked(role)) >= dlock_max_watches_per_role ||@((taken = role_count_locked(role)) < 0 ||@tap:101_watch_share
-watch-no-superuser-reserve@src/watch.c@ nfree <= dlock_superuser_reserved_watches))@ nfree < 0))@tap:101_watch_share
-watch-superuser-bound@src/watch.c@bool\t\tbound = !superuser_arg(role);@bool\t\tbound = true;@tap:101_watch_share
-watch-reset-ignored@src/watch_session.c@\tif (reset && dlock_watch_available())@\tif (false)@tap:101_watch_share
-watch-discard-all-ignored@src/watch_session.c@return ((DiscardStmt *) stmt)->target == DISCARD_ALL;@return false;@tap:101_watch_share
-watch-unlisten-channel-ignored@src/watch_session.c@return name == NULL || strcmp(name, channel) == 0;@return name == NULL;@tap:101_watch_share
-watch-reset-keeps-channel@src/watch_session.c@\tif (reset && !dlock_watch_entry_any())@\tif (false)@tap:101_watch_share
-watch-channel-not-random@src/watch_session.c@\t\tif (!pg_strong_random(rnd, sizeof(rnd)))@\t\tif (memset(rnd, 0, sizeof(rnd)) == NULL)@tap:101_watch_share
-watch-rewatch-after-unwatch-ignored@src/watch_session.c@(!op->add && !rewatched_after(op->key, op->len, lc))@(!op->add)@tap:101_watch_share
-watch-rolled-back-rewatch-kept@src/watch_session.c@\t\telse if (commit)\n\t\t{\n\t\t\top->subid = parent;@\t\telse if (commit || op->readd)\n\t\t{\n\t\t\top->subid = parent;@tap:101_watch_share
-watch-savepoint-watch-leaks@src/watch_session.c@\t\telse if (op->add && !op->readd)\n\t\t{@\t\telse if (false)\n\t\t{@tap:101_watch_share
+watch-no-role-share@src/watch/watch.c@((taken = role_count_locked(role)) >= dlock_max_watches_per_role ||@((taken = role_count_locked(role)) < 0 ||@tap:101_watch_share
+watch-no-superuser-reserve@src/watch/watch.c@ nfree <= dlock_superuser_reserved_watches))@ nfree < 0))@tap:101_watch_share
+watch-superuser-bound@src/watch/watch.c@bool\t\tbound = !superuser_arg(role);@bool\t\tbound = true;@tap:101_watch_share
+watch-reset-ignored@src/watch/watch_session.c@\tif (reset && dlock_watch_available())@\tif (false)@tap:101_watch_share
+watch-discard-all-ignored@src/watch/watch_session.c@return ((DiscardStmt *) stmt)->target == DISCARD_ALL;@return false;@tap:101_watch_share
+watch-unlisten-channel-ignored@src/watch/watch_session.c@return name == NULL || strcmp(name, channel) == 0;@return name == NULL;@tap:101_watch_share
+watch-reset-keeps-channel@src/watch/watch_session.c@\tif (reset && !dlock_watch_entry_any())@\tif (false)@tap:101_watch_share
+watch-channel-not-random@src/watch/watch_session.c@\t\tif (!pg_strong_random(rnd, sizeof(rnd)))@\t\tif (memset(rnd, 0, sizeof(rnd)) == NULL)@tap:101_watch_share
+watch-rewatch-after-unwatch-ignored@src/watch/watch_session.c@(!op->add && !rewatched_after(op->key, op->len, lc))@(!op->add)@tap:101_watch_share
+watch-rolled-back-rewatch-kept@src/watch/watch_session.c@\t\telse if (commit)\n\t\t{\n\t\t\top->subid = parent;@\t\telse if (commit || op->readd)\n\t\t{\n\t\t\top->subid = parent;@tap:101_watch_share
+watch-savepoint-watch-leaks@src/watch/watch_session.c@\t\telse if (op->add && !op->readd)\n\t\t{@\t\telse if (false)\n\t\t{@tap:101_watch_share
 cli-notices-bare@cli/db.c@\tPQsetNoticeProcessor(db->conn, notice_to_stderr, NULL);@\t(void) notice_to_stderr;@tap:102_watch_cli
 cli-watch-lost-lines-bare@cli/watch.c@print_lines(stderr, PQerrorMessage(db->conn));@fputs(PQerrorMessage(db->conn), stderr);@tap:102_watch_cli
 cli-watch-error-lines-bare@cli/watch.c@\tstatus = db_failure(db, rc);@\tfprintf(stderr, "dlock: %s", db->error);\n\tstatus = EXIT_UNAVAIL;@tap:102_watch_cli
@@ -283,22 +283,22 @@ client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost
 client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients:node:sending.of.an.acquire
 client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients:python:late_acquire
 # semaphores and shared leases: each holding its own lock (issue 35)
-slot-fence-holds-key@src/lease.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
-slot-grant-keeps-key@src/lease.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact
-slot-takeover-ignores-fence@src/lease_read.c@\t\tif (dlock_key_trylock(&sl, ExclusiveLock))\n\t\t\treturn i;@\t\t(void) dlock_key_trylock(&sl, ExclusiveLock);\n\t\treturn i;@isolation:lease_slot_fences
-lease-takeover-ignores-slot-fences@src/lease_read.c@\t\tif (locked && !fences_ended(key, &r))@\t\tif (false && !fences_ended(key, &r))@isolation:lease_slot_fences
-shared-over-pending-lease@src/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
-other-kind-of-own-key-waits@src/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
-savepoint-keeps-watch-events@src/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
+slot-fence-holds-key@src/lease/lease.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
+slot-grant-keeps-key@src/lease/lease.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact
+slot-takeover-ignores-fence@src/lease/lease_read.c@\t\tif (dlock_key_trylock(&sl, ExclusiveLock))\n\t\t\treturn i;@\t\t(void) dlock_key_trylock(&sl, ExclusiveLock);\n\t\treturn i;@isolation:lease_slot_fences
+lease-takeover-ignores-slot-fences@src/lease/lease_read.c@\t\tif (locked && !fences_ended(key, &r))@\t\tif (false && !fences_ended(key, &r))@isolation:lease_slot_fences
+shared-over-pending-lease@src/lease/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
+other-kind-of-own-key-waits@src/lease/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
+savepoint-keeps-watch-events@src/watch/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
 # wake-ups the safety wake hides (issue 36): each with dlock.safety_wake = 1h in its tests
-no-wake-on-leave@src/wait.c@\tleave_slot_locked();\n\tif (!granted)\n\t\twake_head_locked(hash);@\tleave_slot_locked();\n\t(void) hash;@tap:019_wake_shapes
-no-wake-on-abandon@src/lease_xact.c@\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@\tif (false)\n\t\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@tap:019_wake_shapes
-no-wake-on-prepared-end@src/lease_xact.c@\tif (finishes_prepared)\n\t\tdlock_wait_wake_all_heads();@\t(void) finishes_prepared;@tap:019_wake_shapes tap:015_wake
-no-wake-on-subxact-abort@src/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (!isTopLevel)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
-no-wake-on-abort@src/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (isTopLevel ? !isCommit : isCommit)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
-no-wake-many@src/lease_xact.c@\tif (touched_many)\n\t{\n\t\tdlock_wait_wake_all_heads();@\tif (false)\n\t{\n\t\tdlock_wait_wake_all_heads();@tap:019_wake_shapes
-handover-abort-leaves-offer@src/wait.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
-slots-wake-at-last-expiry@src/lease_read.c@if (r->busy_until == 0 || l->expires_at < r->busy_until)@if (r->busy_until == 0 || l->expires_at > r->busy_until)@tap:019_wake_shapes
+no-wake-on-leave@src/wait/wait.c@\tleave_slot_locked();\n\tif (!granted)\n\t\twake_head_locked(hash);@\tleave_slot_locked();\n\t(void) hash;@tap:019_wake_shapes
+no-wake-on-abandon@src/lease/lease_xact.c@\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@\tif (false)\n\t\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@tap:019_wake_shapes
+no-wake-on-prepared-end@src/lease/lease_xact.c@\tif (finishes_prepared)\n\t\tdlock_wait_wake_all_heads();@\t(void) finishes_prepared;@tap:019_wake_shapes tap:015_wake
+no-wake-on-subxact-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (!isTopLevel)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
+no-wake-on-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (isTopLevel ? !isCommit : isCommit)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
+no-wake-many@src/lease/lease_xact.c@\tif (touched_many)\n\t{\n\t\tdlock_wait_wake_all_heads();@\tif (false)\n\t{\n\t\tdlock_wait_wake_all_heads();@tap:019_wake_shapes
+handover-abort-leaves-offer@src/wait/wait.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
+slots-wake-at-last-expiry@src/lease/lease_read.c@if (r->busy_until == 0 || l->expires_at < r->busy_until)@if (r->busy_until == 0 || l->expires_at > r->busy_until)@tap:019_wake_shapes
 EOF
 )
 

@@ -168,8 +168,8 @@ left=$(dlock_tagged_pids "DLOCK_HARNESS_TAG=$TAG")
 check "no process of the stopped run is left (${left:-none})" '[ -z "$left" ]'
 
 # --- a new pg_regress test without its expected output, after a change ---
-echo "==> scripts/test.sh with regress:zz_harness_new (no expected output), src/views_sql.c changed"
-echo '/* changed by scripts/test-harness.sh */' >>"$W/src/src/views_sql.c"
+echo "==> scripts/test.sh with regress:zz_harness_new (no expected output), src/views/views_sql.c changed"
+echo '/* changed by scripts/test-harness.sh */' >>"$W/src/src/views/views_sql.c"
 DLOCK_SRC=$W/src DLOCK_ONLY="regress:zz_harness_new" \
     bash "$REPO/scripts/test.sh" >"$W/run3.log" 2>&1
 rc=$?
@@ -178,7 +178,7 @@ grep -E '^==> (build|built)|^  (FAIL|NOTE|NEW)|^[0-9]+ passed' "$L" | sed 's/^/ 
 blog=$(sed -nE 's/.*compiler output in ([^)]*)\).*/\1/p' "$L" | head -n 1)
 compiled=$(grep -cE -- '-c -o src/[a-z_]+\.o ' "$blog" 2>/dev/null)
 check "the build started from the cache and compiled the changed file only ($compiled object(s))" \
-    "grep -q 'build cache .*: 1 file(s) differ from its build: src/views_sql.c' '$L' && [ '$compiled' = 1 ]"
+    "grep -q 'build cache .*: 1 file(s) differ from its build: src/views/views_sql.c' '$L' && [ '$compiled' = 1 ]"
 new_out=$(sed -nE 's/^  NEW: \[regress\] zz_harness_new has no expected\/zz_harness_new\.out; its output is ([^:]+): .*/\1/p' "$L")
 check "the run fails, as a test without expected output must (exit $rc)" \
     "[ '$rc' -ne 0 ] && grep -qE '^0 passed, 1 failed$' '$L'"

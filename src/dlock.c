@@ -27,17 +27,11 @@
 #include "storage/lwlock.h"
 #include "utils/guc.h"
 
-#include "wait_abandon.h"
-#include "base_settings.h"
-#include "base_stats.h"
-#include "claim_hint.h"
-#include "wait.h"
-#include "watch.h"
-#include "watch_join.h"
-#include "watch_notify.h"
-#include "watch_session.h"
-#include "watch_worker.h"
-#include "lease_xact.h"
+#include "wait/wait.h"
+#include "base/base.h"
+#include "claim/claim.h"
+#include "watch/watch.h"
+#include "lease/lease.h"
 
 PG_MODULE_MAGIC;
 

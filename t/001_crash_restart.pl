@@ -13,14 +13,14 @@
 #    its acquire committed, so that token is not compared with later ones);
 #  - a release committed in an explicit transaction block survives the crash;
 #    a release committed on its own (autocommit) may be lost (dlock commits
-#    such a transaction without waiting for its WAL flush, see src/lease_xact.c),
+#    such a transaction without waiting for its WAL flush, see src/lease/lease_xact.c),
 #    and then the lease is back with its releasing holder and the very same
 #    token, never with anybody else;
 #  - every token issued after the restart is greater than every token issued
 #    before it, including a burst of 100 acquire/release pairs committed just
 #    before the crash (the token sequence only writes WAL every 32 values);
 #  - tokens are kept at or above the server's clock in microseconds since
-#    1970 (less at most 10 ms), see src/base_token.c.
+#    1970 (less at most 10 ms), see src/base/base_token.c.
 
 use strict;
 use warnings;

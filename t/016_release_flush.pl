@@ -2,7 +2,7 @@
 # Copyright: dlock contributors
 #
 # 016_release_flush.pl: which releases commit without waiting for their WAL
-# flush, and which do not (src/lease_xact.c, README "Guarantees").
+# flush, and which do not (src/lease/lease_xact.c, README "Guarantees").
 #
 # A transaction that did nothing but release leases (dlock_release or
 # dlock_release_all, on its own, in autocommit mode) commits without

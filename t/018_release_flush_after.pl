@@ -1,7 +1,7 @@
 # Copyright: dlock contributors
 #
 # 018_release_flush_after.pl: an asynchronous release (a transaction that
-# only released leases commits without waiting for its flush, src/lease_xact.c)
+# only released leases commits without waiting for its flush, src/lease/lease_xact.c)
 # leaves synchronous_commit as it was for what the session does next: a
 # later acquire, or any other write, in the same session waits for its
 # flush again, and SHOW synchronous_commit says what the user set.

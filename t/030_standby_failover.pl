@@ -28,7 +28,7 @@
 #     it was behind), and every token it issues afterwards, for new keys and
 #     for the keys whose grants it never saw, is greater than every token the
 #     old primary issued: the promoted standby's sequence is moved up to its
-#     clock (src/base_token.c).
+#     clock (src/base/base_token.c).
 #  4. Synchronous failover: an acquire on the primary returns after
 #     standby_sync confirmed it; the primary is then stopped at once
 #     (immediate) and standby_sync promoted: the lease is there with the same

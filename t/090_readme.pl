@@ -134,7 +134,7 @@ ok(-f "dlock--$control.sql", "the full install script dlock--$control.sql exists
 # in "Where things are"), as a whole name: claim.c is not named by
 # dlock_claim.c
 my $design = slurp('docs/design.md');
-my @src = sort glob('src/*.c src/*.h');
+my @src = sort glob('src/*.c src/*.h src/*/*.c src/*/*.h');
 cmp_ok(scalar(@src), '>=', 40, 'src/ has its files');
 for my $f (@src)
 {
@@ -185,7 +185,7 @@ for my $t ($contributing =~ /`([^`\s]+)`/g, $contributing =~ /\]\(([^)\s#]+)/g)
 cmp_ok(scalar(keys %mentioned), '>=', 20, 'CONTRIBUTING.md names files of the tree');
 for my $f (sort keys %mentioned)
 {
-	ok( (grep { -e $_ } $f, map { "$_/$f" } qw(src scripts t cli bench docs sql specs expected)),
+	ok( (grep { -e $_ } $f, map { "$_/$f" } glob('src/*/'), qw(src scripts t cli bench docs sql specs expected)),
 		"CONTRIBUTING.md names $f, which exists");
 }
 for my $m (sort glob('t/*.pm'))

@@ -3,7 +3,7 @@
 #
 # 097_abandoned.pl: nothing stays held or queued for a waiter that never
 # saw its token, whatever ends it (README "Transactions", "Waiting";
-# src/wait_abandon.c, src/wait_client.c).  The ways a statement can end that need
+# src/wait/wait_abandon.c, src/wait/wait_client.c).  The ways a statement can end that need
 # processes of their own (specs/wait_abandoned.spec has the others):
 #
 #  - terminate: the waiter is handed the lease by the release, then its

@@ -3,7 +3,7 @@
 #
 # 100_waiter_exit.pl: a waiter whose backend exits after a release granted
 # it the key, but before it returned the token, leaves nothing held or
-# queued (README "Guarantees"; src/lease_acquire.c, wait_exit_callback).
+# queued (README "Guarantees"; src/lease/lease_acquire.c, wait_exit_callback).
 #
 # The waiter B sleeps in dlock_acquire(..., wait) with a ttl of an hour.
 # Its backend is stopped (SIGSTOP), the holder releases (the release hands

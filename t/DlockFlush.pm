@@ -1,7 +1,7 @@
 # Copyright: dlock contributors
 #
 # t/DlockFlush.pm: what the tests of releases that commit without waiting
-# for their WAL flush (src/lease_xact.c) share, 016_release_flush.pl and
+# for their WAL flush (src/lease/lease_xact.c) share, 016_release_flush.pl and
 # 018_release_flush_after.pl: a node on which an unflushed commit stays
 # unflushed until the test is done with it, the question "is WAL flushed
 # up to where this SQL left it?", and a crash before anything more is

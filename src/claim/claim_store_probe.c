@@ -1,0 +1,116 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_store_probe.c
+ *		The claim query's per-row check of dlock.claim: one index scan of
+ *		its primary key, opened per claim query and re-keyed for every row
+ *		the query's scan reaches (dlock_claim_unheld, claim_unheld.c).
+ *
+ * With claim_store.c and claim_store_spi.c, the only file that reads
+ * dlock.claim.  It goes to the table directly, without SPI, with a dirty
+ * snapshot: the check runs on every row a claim query reaches, before the
+ * row lock, and must cost one probe of the index.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/transam.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "claim/claim.h"
+#include "claim/claim_int.h"
+#include "compat.h"
+
+/*
+ * The claim query's per-row check (dlock_claim_unheld): whether a row of
+ * the user's table is held, looked up as the scan reaches the row, before
+ * its row lock, through dlock.claim's primary key.  One index scan is
+ * opened per claim query and re-keyed for every row.  It reads with a
+ * dirty snapshot: claims committed, and claims another transaction is
+ * writing or deleting right now, count as held; the claimer re-reads
+ * every candidate under its key lock before writing (claim_batch.c), so a row
+ * this check lets through by mistake is only dropped later, never handed
+ * out twice.
+ */
+struct DlockClaimProbe
+{
+	DlockStore	s;
+	IndexScanDesc scan;
+	SnapshotData dirty;
+	Oid			relid;
+	TimestampTz now;			/* claims expiring before this are free */
+	MemoryContext cxt;			/* the scan's: it outlives each row's check */
+};
+
+DlockClaimProbe *
+dlock_claim_probe_begin(Oid relid)
+{
+	DlockClaimProbe *p = palloc0(sizeof(DlockClaimProbe));
+
+	dlock_claim_store_open(&p->s);
+	InitDirtySnapshot(p->dirty);
+	p->scan = dlock_index_beginscan(p->s.rel, p->s.idx, &p->dirty, 2);
+	p->relid = relid;
+	p->now = GetCurrentTimestamp();
+	p->cxt = CurrentMemoryContext;
+	return p;
+}
+
+/*
+ * A claim row of key (relid, key) is live or poisoned.  If so, and that
+ * claim is committed and no open transaction is changing it,
+ * *settled_until is when it can next change by itself (its expiry; the
+ * end of time for a poison mark), else 0.
+ */
+bool
+dlock_claim_probe_held(DlockClaimProbe *p, text *key,
+					   TimestampTz *settled_until)
+{
+	ScanKeyData skeys[2];
+	TupleTableSlot *slot = p->s.slot;
+	bool		held = false;
+	MemoryContext old;
+
+	*settled_until = 0;
+	/* what the index scan keeps between rows (btree's killed items) */
+	old = MemoryContextSwitchTo(p->cxt);
+	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(p->relid));
+	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   p->s.idx->rd_indcollation[1], F_TEXTEQ,
+						   PointerGetDatum(key));
+	index_rescan(p->scan, skeys, 2, NULL, 0);
+	/* a row being updated shows both versions to a dirty snapshot */
+	while (!held && index_getnext_slot(p->scan, ForwardScanDirection, slot))
+	{
+		bool		poisoned;
+
+		slot_getallattrs(slot);
+		poisoned = !slot->tts_isnull[Anum_poisoned_at - 1];
+		held = poisoned ||
+			(!slot->tts_isnull[Anum_holder - 1] &&
+			 DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) > p->now);
+		/* the dirty snapshot names an open inserter or deleter */
+		if (held && !TransactionIdIsValid(p->dirty.xmin) &&
+			!TransactionIdIsValid(p->dirty.xmax))
+			*settled_until = poisoned ? DT_NOEND :
+				DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]);
+	}
+	ExecClearTuple(slot);
+	MemoryContextSwitchTo(old);
+	return held;
+}
+
+void
+dlock_claim_probe_end(DlockClaimProbe *p)
+{
+	index_endscan(p->scan);
+	dlock_store_close(&p->s);
+	pfree(p);
+}

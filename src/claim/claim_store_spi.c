@@ -1,0 +1,513 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_store_spi.c
+ *		Every read and write of dlock.claim, with claim_store.c and
+ *		claim_store_probe.c: the holders' writes and the sweeps of many
+ *		rows, as SQL (a holder's keys, give-back, renewal, deletion, the
+ *		moves of DDL, the sweep of idle rows, and the dlock_claims rows).
+ *		No other file touches dlock.claim.
+ *
+ * Between dlock_spi_begin and dlock_spi_end; each plan is prepared once
+ * and kept, next to its text.  The caller holds the key locks the
+ * protocol asks for (claim_manage.c, claim_ddl.c, claim_ddl_type.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+#include "claim/claim.h"
+
+/*
+ * Run plan, a read of keys (column 1, and their tables in column 2 if
+ * relids is not NULL); returns the keys, and *n how many, copied into the
+ * current memory context; the SPI result is freed.
+ */
+static text **
+read_keys(SPIPlanPtr plan, Datum *values, int *n, Oid **relids)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	text	  **keys;
+
+	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	MemoryContextSwitchTo(cxt);
+	keys = dlock_copy_key_column(*n);
+	if (relids)
+		*relids = dlock_copy_oid_column(*n, 2);
+	SPI_freetuptable(SPI_tuptable);
+	return keys;
+}
+
+/*
+ * Keys of the holder's live claims on a table, sorted: all of them, or
+ * those among keys (sorted and without duplicates).
+ */
+text	  **
+dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
+							  text **among, int namong, int *n)
+{
+	static SPIPlanPtr all_plan = NULL;
+	static SPIPlanPtr among_plan = NULL;
+	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
+	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
+	ObjectIdGetDatum(role), 0};
+	SPIPlanPtr	plan;
+
+	if (among == NULL)
+		plan = dlock_spi_plan(&all_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key",
+							  3, types);
+	else
+	{
+		values[3] = dlock_text_array(among, namong);
+		plan = dlock_spi_plan(&among_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($4)"
+							  "   AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key",
+							  4, types);
+	}
+	return read_keys(plan, values, n, NULL);
+}
+
+/*
+ * A page of the keys of the holder's live claims on a table, in key order:
+ * up to limit of them after key after (NULL: from the first).
+ */
+text	  **
+dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
+							  int limit, int *n)
+{
+	static SPIPlanPtr first_plan = NULL;
+	static SPIPlanPtr next_plan = NULL;
+	Oid			types[5] = {OIDOID, TEXTOID, OIDOID, INT4OID, TEXTOID};
+	Datum		values[5] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
+	ObjectIdGetDatum(role), Int32GetDatum(limit), PointerGetDatum(after)};
+	SPIPlanPtr	plan;
+
+	if (after == NULL)
+		plan = dlock_spi_plan(&first_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key LIMIT $4",
+							  4, types);
+	else
+		plan = dlock_spi_plan(&next_plan,
+							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
+							  " WHERE relid" EQ "$1 AND key OPERATOR(pg_catalog.>) $5"
+							  "   AND holder" EQ "$2 AND owner" EQ "$3"
+							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+							  " ORDER BY key LIMIT $4",
+							  5, types);
+	return read_keys(plan, values, n, NULL);
+}
+
+/* Of these keys, those that have a claim row, sorted. */
+text	  **
+dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {OIDOID, TEXTARRAYOID};
+	Datum		values[2];
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, nkeys);
+	return read_keys(dlock_spi_plan(&plan,
+									"SELECT key FROM " DLOCK_SCHEMA ".claim"
+									" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+									" ORDER BY key",
+									2, types),
+					 values, n, NULL);
+}
+
+/*
+ * A page of the live claims of holder and role, on any table, in table and
+ * key order: up to limit of them after (after_relid, after_key) (0 and
+ * NULL: from the first); returns how many, with the keys and tables in
+ * *keys and *relids.
+ */
+int
+dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
+								  text *after_key, int limit, text ***keys,
+								  Oid **relids)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT4OID};
+	Datum		values[5];
+	int			n;
+
+	values[0] = PointerGetDatum(holder);
+	values[1] = ObjectIdGetDatum(role);
+	values[2] = ObjectIdGetDatum(after_relid);
+	values[3] = after_key ? PointerGetDatum(after_key) : CStringGetTextDatum("");
+	values[4] = Int32GetDatum(limit);
+	*keys = read_keys(dlock_spi_plan(&plan,
+									 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
+									 "   AND holder" EQ "$1 AND owner" EQ "$2"
+									 "   AND expires_at OPERATOR(pg_catalog.>)"
+									 " pg_catalog.clock_timestamp()"
+									 " ORDER BY relid, key LIMIT $5",
+									 5, types),
+					  values, &n, relids);
+	return n;
+}
+
+/*
+ * Give back the holder's live claims on these keys: the claim rows stay,
+ * free, with their attempt counts (a row given back after a failed attempt
+ * still counts towards max_attempts); returns how many.
+ */
+int64
+dlock_claim_store_give_back(Oid relid, text **keys, int n, text *holder, Oid role)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[4] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
+	Datum		values[4];
+
+	if (n == 0)
+		return 0;
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(role);
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"UPDATE " DLOCK_SCHEMA ".claim"
+												"   SET holder = NULL, owner = NULL,"
+												"       expires_at = pg_catalog.clock_timestamp()"
+												" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+												"   AND holder" EQ "$3 AND owner" EQ "$4"
+												"   AND expires_at OPERATOR(pg_catalog.>)"
+												" pg_catalog.clock_timestamp()",
+												4, types),
+								 values, NULL, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Extend the holder's live claims on these keys to now + ttl_us (ttl_us <
+ * 0: each claim's own ttl); returns how many.
+ */
+int64
+dlock_claim_store_renew(Oid relid, text **keys, int n, text *holder, Oid role,
+						int64 ttl_us)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[5] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID};
+	Datum		values[5];
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(role);
+	values[4] = Int64GetDatum(ttl_us);
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"UPDATE " DLOCK_SCHEMA ".claim"
+												"   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
+												"                THEN ttl_us ELSE $5 END,"
+												"       expires_at = pg_catalog.clock_timestamp()"
+												"         OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>"
+												"         (CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END)"
+												"         ::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
+												" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+												"   AND holder" EQ "$3 AND owner" EQ "$4"
+												"   AND expires_at OPERATOR(pg_catalog.>)"
+												" pg_catalog.clock_timestamp()",
+												5, types),
+								 values, NULL, 0, SPI_OK_UPDATE);
+}
+
+/* Delete the claim rows of these keys, whoever holds them; returns how many. */
+int64
+dlock_claim_store_delete(Oid relid, text **keys, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {OIDOID, TEXTARRAYOID};
+	Datum		values[2];
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"DELETE FROM " DLOCK_SCHEMA ".claim"
+												" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+												2, types),
+								 values, NULL, 0, SPI_OK_DELETE);
+}
+
+/*
+ * Delete up to limit claim rows that are free or expired since before and
+ * not poisoned, or of tables that no longer exist; returns how many.
+ *
+ * Without key locks, and without waiting for anybody: one statement locks
+ * those rows FOR UPDATE SKIP LOCKED (a row another transaction is
+ * changing is skipped) and deletes them.  A claimer that decided on such
+ * a row under its key lock meanwhile decided on an idle row, which it
+ * still is once gone; its write waits for the sweep's end (sweeps commit
+ * at once: maint_sweep.c) and writes the claim row anew (claim.c).
+ *
+ * Claims draw this now and then, so its cost must not grow with the
+ * number of claim rows: it walks the tables that have claim rows (a
+ * loose index scan, one probe per table) and, for each, reads only the
+ * rows it deletes, through claim_live (relid, expires_at), or all rows of
+ * a table that no longer exists through the primary key.  A scan of the
+ * whole table here cost 78 ms with 400,000 live claims, every 64th claim.
+ */
+int64
+dlock_claim_store_delete_idle(TimestampTz before, int limit)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum		values[2];
+
+	values[0] = TimestampTzGetDatum(before);
+	values[1] = Int32GetDatum(limit);
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"DELETE FROM " DLOCK_SCHEMA ".claim"
+												" WHERE ctid" EQ "ANY (ARRAY("
+												"WITH RECURSIVE t(relid) AS ("
+												"  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+												"  UNION ALL"
+												"  SELECT (SELECT pg_catalog.min(c.relid)"
+												"            FROM " DLOCK_SCHEMA ".claim c"
+												"           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+												"    FROM t WHERE t.relid IS NOT NULL)"
+												"SELECT c.ctid FROM t CROSS JOIN LATERAL ("
+												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+												"    WHERE c.relid" EQ "t.relid"
+												"      AND c.expires_at OPERATOR(pg_catalog.<) $1"
+												"      AND c.poisoned_at IS NULL"
+												"      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
+												"                   WHERE r.oid" EQ "t.relid)"
+												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) idle"
+												"  UNION ALL"
+												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+												"    WHERE c.relid" EQ "t.relid"
+												"      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+												"                       WHERE r.oid" EQ "t.relid)"
+												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c"
+												" WHERE t.relid IS NOT NULL"
+												" LIMIT $2))",
+												2, types),
+								 values, NULL, 0, SPI_OK_DELETE);
+}
+
+/*
+ * The unexpired claims, with the columns of the dlock_claims view, into
+ * SPI_tuptable; returns how many.  Column 1 is the table, 4 the owning
+ * role; column 2 is the key text (the text itself of a digest key, when
+ * dlock.claim keeps it).
+ */
+uint64
+dlock_claim_store_read_live(void)
+{
+	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plan_03 = NULL;
+
+	if (!dlock_claim_store_has_long_key())
+		return dlock_spi_run(dlock_spi_plan(&plan_03,
+											"SELECT relid::pg_catalog.regclass, key, holder,"
+											"       owner::pg_catalog.regrole, token, claimed_at,"
+											"       expires_at, attempts"
+											"  FROM " DLOCK_SCHEMA ".claim"
+											" WHERE holder IS NOT NULL"
+											"   AND expires_at OPERATOR(pg_catalog.>)"
+											" pg_catalog.clock_timestamp()",
+											0, NULL),
+							 NULL, NULL, 0, SPI_OK_SELECT);
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"SELECT relid::pg_catalog.regclass,"
+										"       COALESCE(long_key, key), holder,"
+										"       owner::pg_catalog.regrole, token, claimed_at,"
+										"       expires_at, attempts"
+										"  FROM " DLOCK_SCHEMA ".claim"
+										" WHERE holder IS NOT NULL"
+										"   AND expires_at OPERATOR(pg_catalog.>)"
+										" pg_catalog.clock_timestamp()",
+										0, NULL),
+						 NULL, NULL, 0, SPI_OK_SELECT);
+}
+
+/*
+ * The poisoned claim rows, with the columns of the dlock_dead_claims view
+ * and the owning role as column 7, into SPI_tuptable; returns how many.
+ */
+uint64
+dlock_claim_store_read_dead(void)
+{
+	static SPIPlanPtr plan = NULL;
+
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"SELECT relid::pg_catalog.regclass,"
+										"       COALESCE(long_key, key), attempts, holder,"
+										"       claimed_at, poisoned_at, owner"
+										"  FROM " DLOCK_SCHEMA ".claim"
+										" WHERE poisoned_at IS NOT NULL",
+										0, NULL),
+						 NULL, NULL, 0, SPI_OK_SELECT);
+}
+
+/*
+ * The tables that have claim rows (dlock.claim.relid values), sorted;
+ * returns how many.  One probe of the primary key per table (a loose
+ * index scan), whatever the number of claim rows.
+ */
+uint64
+dlock_claim_store_relids(Oid **relids)
+{
+	static SPIPlanPtr plan = NULL;
+	uint64		n;
+
+	n = dlock_spi_run(dlock_spi_plan(&plan,
+									 "WITH RECURSIVE t(relid) AS ("
+									 "  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+									 "  UNION ALL"
+									 "  SELECT (SELECT pg_catalog.min(c.relid)"
+									 "            FROM " DLOCK_SCHEMA ".claim c"
+									 "           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+									 "    FROM t WHERE t.relid IS NOT NULL)"
+									 "SELECT relid FROM t WHERE relid IS NOT NULL",
+									 0, NULL),
+					  NULL, NULL, 0, SPI_OK_SELECT);
+	*relids = dlock_copy_oid_column(n, 1);
+	return n;
+}
+
+/*
+ * Every claim row of table relid, sorted by key: its key in *keys, and the
+ * key's text in *fulls (the same text, unless the key is a digest; NULL
+ * for a digest whose text was not kept: made before dlock 0.4's schema);
+ * returns how many.
+ */
+uint64
+dlock_claim_store_keys_of(Oid relid, text ***keys, text ***fulls)
+{
+	static SPIPlanPtr plan = NULL;
+	static SPIPlanPtr plan_03 = NULL;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+	uint64		n;
+
+	values[0] = ObjectIdGetDatum(relid);
+	n = dlock_spi_run(dlock_claim_store_has_long_key() ?
+					  dlock_spi_plan(&plan,
+									 "SELECT key, COALESCE(long_key,"
+									 "  CASE WHEN pg_catalog.left(key, 1)"
+									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END)"
+									 "  FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE relid" EQ "$1 ORDER BY key",
+									 1, types) :
+					  dlock_spi_plan(&plan_03,
+									 "SELECT key, CASE WHEN pg_catalog.left(key, 1)"
+									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END"
+									 "  FROM " DLOCK_SCHEMA ".claim"
+									 " WHERE relid" EQ "$1 ORDER BY key",
+									 1, types),
+					  values, NULL, 0, SPI_OK_SELECT);
+	*keys = dlock_copy_key_column(n);
+	*fulls = palloc(sizeof(text *) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i],
+									  SPI_tuptable->tupdesc, 2, &isnull);
+
+		(*fulls)[i] = isnull ? NULL : DatumGetTextPCopy(d);
+	}
+	return n;
+}
+
+/*
+ * Move the claim rows of these keys from table from to table to, in
+ * place of any claim rows to has for them (a row's claim follows it when
+ * it moves to another partition tree); returns how many moved.  The
+ * caller holds the key locks of both.
+ */
+int64
+dlock_claim_store_move(Oid from, Oid to, text **keys, int n)
+{
+	static SPIPlanPtr del_plan = NULL;
+	static SPIPlanPtr move_plan = NULL;
+	Oid			types[3] = {OIDOID, TEXTARRAYOID, OIDOID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(to);
+	values[1] = dlock_text_array(keys, n);
+	values[2] = ObjectIdGetDatum(from);
+	dlock_spi_run(dlock_spi_plan(&del_plan,
+								 "DELETE FROM " DLOCK_SCHEMA ".claim"
+								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+								 2, types),
+				  values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_spi_run(dlock_spi_plan(&move_plan,
+												"UPDATE " DLOCK_SCHEMA ".claim SET relid = $1"
+												" WHERE relid" EQ "$3 AND key" EQ "ANY ($2)",
+												3, types),
+								 values, NULL, 0, SPI_OK_UPDATE);
+}
+
+/*
+ * Forget every claim row of these tables: live claims, attempts and poison
+ * marks; returns how many rows were deleted.
+ */
+int64
+dlock_claim_store_forget(Oid *relids, int n)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {OIDARRAYOID};
+	Datum		values[1];
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = ObjectIdGetDatum(relids[i]);
+	values[0] = PointerGetDatum(construct_array(elems, n, OIDOID,
+												sizeof(Oid), true,
+												TYPALIGN_INT));
+	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
+												"DELETE FROM " DLOCK_SCHEMA ".claim"
+												" WHERE relid" EQ "ANY ($1)",
+												1, types),
+								 values, NULL, 0, SPI_OK_DELETE);
+}
+
+/*
+ * The claim row of key from on table relid is now the claim row of key to
+ * (to_full: its text, when to is a digest, else NULL), in place of any
+ * claim row of to (its row's key was renamed: an enum label); returns
+ * whether a row was renamed.  The caller holds the key locks of both.
+ */
+bool
+dlock_claim_store_rekey(Oid relid, text *from, text *to, text *to_full)
+{
+	static SPIPlanPtr del_plan = NULL;
+	static SPIPlanPtr plan = NULL;
+	Oid			types[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', to_full ? ' ' : 'n'};
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = PointerGetDatum(from);
+	values[2] = PointerGetDatum(to);
+	values[3] = PointerGetDatum(to_full);
+	dlock_spi_run(dlock_spi_plan(&del_plan,
+								 "DELETE FROM " DLOCK_SCHEMA ".claim"
+								 " WHERE relid" EQ "$1 AND key" EQ "$3"
+								 "   AND $2 IS NOT NULL",
+								 3, types),
+				  values, NULL, 0, SPI_OK_DELETE);
+	return dlock_spi_run(dlock_spi_plan(&plan,
+										"UPDATE " DLOCK_SCHEMA ".claim SET key = $3, long_key = $4"
+										" WHERE relid" EQ "$1 AND key" EQ "$2",
+										4, types),
+						 values, nulls, 0, SPI_OK_UPDATE) > 0;
+}

@@ -1,0 +1,118 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease/lease.h
+ *		What the lease family offers the others: the store of dlock.lease (its
+ *		one owner) and the transaction-end bookkeeping of lease changes.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DLOCK_LEASE_H
+#define DLOCK_LEASE_H
+
+#include "datatype/timestamp.h"
+#include "storage/itemptr.h"
+
+#include "base/base.h"
+
+/* ----------------
+ * lease_store.c
+ *		Every read and write of dlock.lease (lease_store.c).
+ * ----------------
+ */
+/* What one lease row says, read at the latest committed state. */
+typedef struct DlockLease
+{
+	bool		found;			/* a row exists for the key */
+	bool		held;			/* holder is not null */
+	text	   *holder;			/* palloc'd copy, or NULL when free */
+	Oid			owner;			/* role that holds it */
+	int64		token;
+	int64		ttl_us;			/* ttl it was granted with */
+	TimestampTz acquired_at;
+	TimestampTz expires_at;
+	int			slot;			/* its slot (0 for a lease) */
+	int			slots;			/* the key's slots when granted (1: a lease) */
+	ItemPointerData tid;		/* the row version read */
+	TransactionId changing;		/* another transaction in progress that
+								 * updated that version (a bulk release: see
+								 * lease.c), or InvalidTransactionId */
+	bool		uncommitted;	/* another transaction's write, not yet
+								 * committed (dlock_lease_store_scan_pending
+								 * only): changing is that transaction */
+	text	   *abandoned_by;	/* an abandoned hand-over grant (reads as
+								 * free): its holder, else NULL */
+	Oid			abandoned_owner;	/* and its role */
+} DlockLease;
+
+/* the lease in *l is unexpired at now */
+static inline bool
+dlock_lease_live(const DlockLease *l, TimestampTz now)
+{
+	return l->held && l->expires_at > now;
+}
+
+/* the lease in *l is holder's, taken as role */
+static inline bool
+dlock_lease_is_ours(const DlockLease *l, text *holder, Oid role)
+{
+	return l->held && l->owner == role &&
+		VARSIZE_ANY_EXHDR(l->holder) == VARSIZE_ANY_EXHDR(holder) &&
+		memcmp(VARDATA_ANY(l->holder), VARDATA_ANY(holder),
+			   VARSIZE_ANY_EXHDR(holder)) == 0;
+}
+
+/* dlock.lease, opened for one call (base_store.c) */
+extern void dlock_lease_store_open(DlockStore *s);
+extern bool dlock_lease_store_has_slots(DlockStore *s);
+extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
+extern DlockLease *dlock_lease_store_fetch_all(DlockStore *s, text *key,
+											   int *n);
+typedef void (*DlockRowFn) (const DlockLease *l, void *arg);
+extern void dlock_lease_store_scan_pending(DlockStore *s, text *key,
+										   DlockRowFn fn, void *arg);
+extern DlockLease *dlock_lease_store_fetch_pending(DlockStore *s, text *key,
+												   int *n);
+extern DlockLease *dlock_lease_copy(const DlockLease *l);
+
+extern void dlock_lease_store_grant(DlockStore *s, text *key,
+									const DlockLease *old, text *holder,
+									Oid role, int64 token, int64 ttl_us,
+									TimestampTz now, TimestampTz expires);
+extern void dlock_lease_store_extend(DlockStore *s, text *key,
+									 const DlockLease *old, int64 ttl_us,
+									 TimestampTz expires);
+extern void dlock_lease_store_free(DlockStore *s, text *key,
+								   const DlockLease *old, TimestampTz now);
+extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
+											text *after, int limit,
+											uint64 *n);
+extern int64 dlock_lease_store_delete_idle(TimestampTz before, int limit,
+										   bool whole_table);
+extern bool dlock_lease_store_delete_grant(text *key, text *holder,
+										   Oid owner, int64 token);
+
+
+/* the rows of dlock_locks, into SPI_tuptable (between dlock_spi_begin/_end) */
+extern uint64 dlock_lease_store_read_live(void);
+
+/* ----------------
+ * lease_xact.c
+ *		What dlock does when a transaction ends: wake the waiters of the keys
+ *		it wrote, let a lone release commit without waiting for its flush,
+ *		and abandon the hand-over grants nobody took (lease_xact.c).
+ * ----------------
+ */
+extern bool dlock_xact_alone(void);
+extern void dlock_xact_note_key(const DlockKeyLock *key);
+extern void dlock_xact_note_new_token(void);
+extern void dlock_release_async_begin(void);
+extern void dlock_release_async_end(void);
+extern void dlock_abandon(const char *key, const char *holder, Oid owner,
+						  int64 token, TimestampTz expires_at);
+extern void dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
+										   int64 token,
+										   TimestampTz expires_at);
+
+extern void dlock_xact_init(void);
+
+#endif							/* DLOCK_LEASE_H */

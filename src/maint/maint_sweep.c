@@ -1,0 +1,193 @@
+/*-------------------------------------------------------------------------
+ *
+ * maint_sweep.c
+ *		Deleting the rows of lease keys and of claims that have been free
+ *		or expired for longer than dlock.idle_key_lifetime: the sweep that
+ *		grants and claims run now and then, and dlock_cleanup()'s deletes.
+ *
+ * A sweep must never make a free key (or row) look taken, nor hold
+ * anything past its own work.  It takes no key lock: one statement locks
+ * the idle rows FOR UPDATE SKIP LOCKED and deletes them (lease_store.c,
+ * claim_store_spi.c), skipping every row another transaction is changing
+ * and waiting for nobody.  A transaction that works on such a key
+ * meanwhile decides on an idle row (which it still is once deleted) and
+ * its write waits for the sweep's transaction to end.  That wait must be
+ * short, so the deletes of a sweep are committed at once:
+ *
+ *  - one grant in 1024, and one claim that took rows in 64 (a lottery
+ *    rather than a count, so that short sessions behind poolers take part
+ *    too), sweeps a few rows at the pre-commit of its transaction, however
+ *    long that transaction still runs after the grant or claim; in a
+ *    subtransaction, so that a failing sweep only logs and never fails the
+ *    commit.  Not in a SERIALIZABLE
+ *    transaction (it would take part in its conflict detection), nor in a
+ *    prepared one (it would hold its row locks until COMMIT PREPARED);
+ *  - dlock_cleanup() has dlock's background worker do it, in transactions
+ *    of the worker's own (maint_worker.c).
+ *
+ * The worker deletes the rows of abandoned hand-over grants the same way
+ * (wait_abandon.c): they read as free keys already, and must not look taken
+ * while the worker deletes them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "base/base.h"
+#include "claim/claim.h"
+#include "lease/lease.h"
+#include "maint/maint.h"
+
+/* this transaction drew the sweep of leases, of claims: at pre-commit */
+static bool sweep_pending = false;
+static bool claim_sweep_pending = false;
+static bool callback_registered = false;
+
+/*
+ * Delete up to limit lease rows free or expired for longer than idle_us,
+ * in the whole table or in a part of it chosen at random (see
+ * dlock_lease_store_delete_idle); returns how many.
+ */
+int64
+dlock_lease_sweep(int64 idle_us, int limit, bool whole_table)
+{
+	TimestampTz before = GetCurrentTimestamp() - idle_us;
+	DlockSpi	spi;
+	int64		n;
+
+	dlock_spi_begin(&spi);
+	n = dlock_lease_store_delete_idle(before, limit, whole_table);
+	dlock_spi_end(&spi);
+	return n;
+}
+
+/*
+ * Delete up to limit claim rows free or expired for longer than idle_us
+ * (not poisoned ones), and claim rows of tables that no longer exist;
+ * returns how many.
+ */
+int64
+dlock_claim_sweep(int64 idle_us, int limit)
+{
+	TimestampTz idle_before = GetCurrentTimestamp() - idle_us;
+	DlockSpi	spi;
+	int64		n;
+
+	dlock_spi_begin(&spi);
+	n = dlock_claim_store_delete_idle(idle_before, limit);
+	dlock_spi_end(&spi);
+	return n;
+}
+
+/*
+ * dlock's worker (wait_abandon.c): delete the row of an abandoned hand-over
+ * grant, if it still holds that grant; true if it did.
+ */
+bool
+dlock_lease_delete_abandoned(text *key, text *holder, Oid owner, int64 token)
+{
+	DlockSpi	spi;
+	bool		deleted;
+
+	dlock_spi_begin(&spi);
+	deleted = dlock_lease_store_delete_grant(key, holder, owner, token);
+	dlock_spi_end(&spi);
+	return deleted;
+}
+
+/*
+ * The sweeps drawn (of leases, of claims), in a subtransaction whose error
+ * is logged, not raised.
+ */
+static void
+sweep_now(bool leases, bool claims)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int64		idle_us = (int64) dlock_idle_key_lifetime_s * USECS_PER_SEC;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		if (leases)
+			(void) dlock_lease_sweep(idle_us, DLOCK_SWEEP_ROWS, false);
+		if (claims)
+			(void) dlock_claim_sweep(idle_us, DLOCK_CLAIM_SWEEP_ROWS);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(LOG,
+				(errmsg("dlock could not sweep idle keys: %s", edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+}
+
+static void
+sweep_xact_callback(XactEvent event, void *arg)
+{
+	bool		leases = sweep_pending;
+	bool		claims = claim_sweep_pending;
+
+	if (!leases && !claims)
+		return;
+	if (event == XACT_EVENT_PRE_COMMIT && !IsolationIsSerializable())
+	{
+		sweep_pending = claim_sweep_pending = false;
+		sweep_now(leases, claims);
+	}
+	else if (event != XACT_EVENT_PRE_COMMIT)
+		sweep_pending = claim_sweep_pending = false;
+}
+
+/* one in every draws (a lottery); registers the pre-commit callback */
+static bool
+draw(uint64 every)
+{
+	if (pg_prng_uint64_range(&pg_global_prng_state, 1, Max(every, 1)) != 1)
+		return false;
+	if (!callback_registered)
+	{
+		RegisterXactCallback(sweep_xact_callback, NULL);
+		callback_registered = true;
+	}
+	return true;
+}
+
+/*
+ * After a grant: one in dlock.debug_sweep_every (1024) draws the sweep of
+ * its transaction's pre-commit.
+ */
+void
+dlock_sweep_maybe(void)
+{
+	if (draw((uint64) dlock_debug_sweep_every))
+		sweep_pending = true;
+}
+
+/*
+ * After a claim that took rows: one in dlock.debug_sweep_every / 16 (64)
+ * draws the sweep of claim rows at its transaction's pre-commit.
+ */
+void
+dlock_claim_sweep_maybe(void)
+{
+	if (draw((uint64) dlock_debug_sweep_every / 16))
+		claim_sweep_pending = true;
+}
