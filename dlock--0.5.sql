@@ -256,7 +256,7 @@ COMMENT ON FUNCTION dlock_claim(text, text, integer, interval, text, text, integ
 'never claims: catches a quoted table name as first argument, with an error whose hint shows the call to write, dlock_claim(NULL::table, ...)';
 
 -- The check dlock_claim's query runs on every row its scan reaches, before
--- the row lock: one index probe of dlock.claim (claim.c), so that a claim
+-- the row lock: one index probe of dlock.claim (claim_take.c), so that a claim
 -- costs what its scan costs, whatever the number of live claims.  The
 -- query passes it a ticket (a parameter that SQL in a caller's filter
 -- cannot name; any other ticket is an error).  It runs no SQL
@@ -442,7 +442,7 @@ CREATE VIEW dlock_dead_claims WITH (security_barrier = true) AS
 GRANT SELECT ON dlock_dead_claims TO PUBLIC;
 COMMENT ON VIEW dlock_dead_claims IS 'rows no longer handed out because they were claimed max_attempts times (those of roles whose privileges you have, on tables you can read, on rows you can see)';
 
--- the wait queue lives in shared memory (wait.c)
+-- the wait queue lives in shared memory (wait_queue.c)
 CREATE FUNCTION dlock_waiters(OUT pid integer, OUT key text, OUT holder text,
                               OUT waiting_since timestamptz,
                               OUT queue_position integer)
@@ -479,7 +479,7 @@ COMMENT ON FUNCTION dlock_stats() IS
 -- A session subscribes with dlock_watch and gets a notification (on a
 -- channel of its own, with a random name) at the commit of every grant,
 -- release and expiry of the key whose lease its role may see: the registry
--- in watch.c, sending in watch_notify.c, the session's side in
+-- in watch_registry.c, sending in watch_notify.c, the session's side in
 -- watch_session.c, expiries in watch_worker.c.  Needs dlock in
 -- shared_preload_libraries.
 CREATE FUNCTION dlock_watch(key text)

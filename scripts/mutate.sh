@@ -104,27 +104,27 @@ release-always-async@src/lease/lease_xact.c@\tif (!async_candidate)\n\t\tasync_p
 release-never-async@src/lease/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
 release-async-sticks@src/lease/lease_xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:018_release_flush_after
 tokens-plain-sequence@src/base/base_token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
-no-fifo@src/wait/wait.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
+no-fifo@src/wait/wait_queue.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
 no-role-check@src/lease/lease.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
 views-show-all@src/views/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
 wait0-sleeps@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
 wait0-waits@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
 wait-ends-early@src/lease/lease_acquire.c@slots, hash, start + wait_us,@slots, hash, start + wait_us / 2,@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
 wait-ends-at-wakeup@src/lease/lease_acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
-acquire-waits-for-open-xact@src/lease/lease.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
-wrong-holder-waits@src/lease/lease.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tDlockKeyLock k = lease_keylock(key);\n\n\t\t\tdlock_key_lock(&k, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
-ttl-from-xact-start@src/lease/lease.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
-renew-from-xact-start@src/lease/lease.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
-expiry-at-xact-start@src/lease/lease.c@\th->now = GetCurrentTimestamp();\n\th->slot = slot;@\th->now = GetCurrentTransactionStartTimestamp();\n\th->slot = slot;@regress:lease_basic regress:time_promises
+acquire-waits-for-open-xact@src/lease/lease_decide.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
+wrong-holder-waits@src/lease/lease_decide.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tDlockKeyLock k = lease_keylock(key);\n\n\t\t\tdlock_key_lock(&k, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
+ttl-from-xact-start@src/lease/lease_decide.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
+renew-from-xact-start@src/lease/lease_decide.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
+expiry-at-xact-start@src/lease/lease_decide.c@\th->now = GetCurrentTimestamp();\n\th->slot = slot;@\th->now = GetCurrentTransactionStartTimestamp();\n\th->slot = slot;@regress:lease_basic regress:time_promises
 claims-ttl-from-xact-start@src/claim/claim_batch.c@\tnow = GetCurrentTimestamp();\n\tclaimed = decide_and_write(@\tnow = GetCurrentTransactionStartTimestamp();\n\tclaimed = decide_and_write(@regress:time_promises isolation:time_at_once
 claims-ttl-from-xact-start@src/claim/claim_batch.c@#include "access/htup_details.h"\n@#include "access/htup_details.h"\n#include "access/xact.h"\n@regress:time_promises isolation:time_at_once
 claim-renew-from-xact-start@src/claim/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
 claims-wait-for-claimers@src/claim/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
 claims-wait-for-keylock@src/claim/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tdlock_key_lock(&cc->kl, ExclusiveLock);\n\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
-takeover-reuses-token@src/lease/lease.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
+takeover-reuses-token@src/lease/lease_decide.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
 max-attempts-ignored@src/claim/claim_batch.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
 claim-batch-n-plus-1@src/claim/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
-claim-batch-n-plus-1@src/claim/claim.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
+claim-batch-n-plus-1@src/claim/claim_take.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
 unclaim-of-others@src/claim/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
 unclaim-of-others@src/claim/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
 no-claim-recheck@src/claim/claim_batch.c@\t\tif (!found[k])\n\t\t\tcc->fresh = true;@\t\tif (true)\n\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
@@ -146,14 +146,14 @@ cleanup-deletes-poisoned@src/claim/claim_store_spi.c@"      AND c.poisoned_at IS
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
 unpinned-unlisted@dlock--0.5.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
 full-script-drifts@dlock--0.5.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
-unpinned-reaches-spi@src/lease/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
-no-lease-sweep@src/lease/lease.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
-no-claim-sweep@src/claim/claim.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
+unpinned-reaches-spi@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
+no-lease-sweep@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
+no-claim-sweep@src/claim/claim_take.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
 no-claim-schema-check@src/claim/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/base/base_keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
 no-count-extended@src/lease/lease_acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 no-count-renewals@src/lease/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-no-count-validation-failures@src/lease/lease.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-validation-failures@src/lease/lease_decide.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 claim-keys-as-written@src/claim/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys isolation:claim_key_spellings
 claim-fence-unlocked@src/claim/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
 targets-miss-schema-rename@src/claim/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
@@ -170,7 +170,7 @@ fence-waits-for-hidden-rows@src/claim/claim_manage.c@\tif (!dlock_key_trylock(&k
 unclaim-all-keys-at-once@src/claim/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
 release-all-keys-at-once@src/claim/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
 watch-savepoint-rollback-sent@src/watch/watch_notify.c@\t\t\tevents = foreach_delete_current(events, lc);@\t\t\t(void) lc;@tap:095_watch
-watch-ignores-role@src/watch/watch.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
+watch-ignores-role@src/watch/watch_registry.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
 watch-no-expiry@src/watch/watch_expiry.c@\t\t\tdlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@\t\t\tif (false) dlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@tap:095_watch
 watch-expiry-while-live@src/watch/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held)@tap:095_watch
 watch-expiry-twice@src/watch/watch_notify.c@\t\t\tev->expires_at <= expired_through_before(&w[i]))@\t\t\tfalse)@tap:095_watch
@@ -186,7 +186,7 @@ watch-abandoned-not-released@src/maint/maint_worker.c@\t\tdlock_watch_abandoned(
 watch-expiry-lock-given-back-early@src/watch/watch_expiry.c@\tif (ran_out)@\tif (false)@tap:099_watch_once
 watch-abandoned-released-twice@src/watch/watch_notify.c@\tif (n > 0 && ev->abandoned && !claim_release(ev->token))@\tif (false)@tap:099_watch_once
 watch-leader-slot-0-only@src/watch/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
-watch-abandoned-taken-not-released@src/lease/lease.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
+watch-abandoned-taken-not-released@src/lease/lease_decide.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
 abandon-nothing-on-abort@src/lease/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
 abandoned-grants-read-held@src/lease/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
 abandoned-rows-kept@src/maint/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned
@@ -194,8 +194,8 @@ releaser-keeps-orphan-grant@src/wait/wait_handover.c@\t\tcommitted && p->committ
 wait-ignores-closed-client@src/wait/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
 commit-for-gone-client@src/lease/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
 waiter-exit-keeps-grant@src/lease/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
-release-all-keeps-key-locks@src/lease/lease.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
-decide-on-row-being-freed@src/lease/lease.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
+release-all-keeps-key-locks@src/lease/lease_decide.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
+decide-on-row-being-freed@src/lease/lease_decide.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
 take-over-row-being-freed@src/lease/lease_read.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
 sweep-at-once@src/maint/maint_sweep.c@\t\tsweep_pending = true;\n}@\t\tsweep_now(true, false);\n}@isolation:sweep_no_block
 claim-sweep-at-once@src/maint/maint_sweep.c@\t\tclaim_sweep_pending = true;\n}@\t\tsweep_now(false, true);\n}@isolation:claim_sweep_no_block
@@ -238,9 +238,9 @@ ddl-long-key-attach-by-text@src/claim/claim_ddl.c@\t\t(void) move_claims(relid, 
 ddl-root-is-parent@src/claim/claim_ddl.c@root = ancestors == NIL ? relid : llast_oid(ancestors);@root = ancestors == NIL ? relid : linitial_oid(ancestors);@regress:claim_ddl_deep
 target-root-is-parent@src/claim/claim_target.c@\t\t\tt->claim_relid = llast_oid(ancestors);@\t\t\tt->claim_relid = linitial_oid(ancestors);@regress:claim_ddl_deep
 # watch shares, a pooler's reset, the channel's privacy, the CLI's messages and text (issue 35 items 4, 9; issue 36)
-watch-no-role-share@src/watch/watch.c@((taken = role_count_locked(role)) >= dlock_max_watches_per_role ||@((taken = role_count_locked(role)) < 0 ||@tap:101_watch_share
-watch-no-superuser-reserve@src/watch/watch.c@ nfree <= dlock_superuser_reserved_watches))@ nfree < 0))@tap:101_watch_share
-watch-superuser-bound@src/watch/watch.c@bool\t\tbound = !superuser_arg(role);@bool\t\tbound = true;@tap:101_watch_share
+watch-no-role-share@src/watch/watch_registry.c@((taken = role_count_locked(role)) >= dlock_max_watches_per_role ||@((taken = role_count_locked(role)) < 0 ||@tap:101_watch_share
+watch-no-superuser-reserve@src/watch/watch_registry.c@ nfree <= dlock_superuser_reserved_watches))@ nfree < 0))@tap:101_watch_share
+watch-superuser-bound@src/watch/watch_registry.c@bool\t\tbound = !superuser_arg(role);@bool\t\tbound = true;@tap:101_watch_share
 watch-reset-ignored@src/watch/watch_session.c@\tif (reset && dlock_watch_available())@\tif (false)@tap:101_watch_share
 watch-discard-all-ignored@src/watch/watch_session.c@return ((DiscardStmt *) stmt)->target == DISCARD_ALL;@return false;@tap:101_watch_share
 watch-unlisten-channel-ignored@src/watch/watch_session.c@return name == NULL || strcmp(name, channel) == 0;@return name == NULL;@tap:101_watch_share
@@ -283,21 +283,21 @@ client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost
 client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients:node:sending.of.an.acquire
 client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients:python:late_acquire
 # semaphores and shared leases: each holding its own lock (issue 35)
-slot-fence-holds-key@src/lease/lease.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
-slot-grant-keeps-key@src/lease/lease.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact
+slot-fence-holds-key@src/lease/lease_decide.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
+slot-grant-keeps-key@src/lease/lease_decide.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact
 slot-takeover-ignores-fence@src/lease/lease_read.c@\t\tif (dlock_key_trylock(&sl, ExclusiveLock))\n\t\t\treturn i;@\t\t(void) dlock_key_trylock(&sl, ExclusiveLock);\n\t\treturn i;@isolation:lease_slot_fences
 lease-takeover-ignores-slot-fences@src/lease/lease_read.c@\t\tif (locked && !fences_ended(key, &r))@\t\tif (false && !fences_ended(key, &r))@isolation:lease_slot_fences
 shared-over-pending-lease@src/lease/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
 other-kind-of-own-key-waits@src/lease/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
 savepoint-keeps-watch-events@src/watch/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
 # wake-ups the safety wake hides (issue 36): each with dlock.safety_wake = 1h in its tests
-no-wake-on-leave@src/wait/wait.c@\tleave_slot_locked();\n\tif (!granted)\n\t\twake_head_locked(hash);@\tleave_slot_locked();\n\t(void) hash;@tap:019_wake_shapes
+no-wake-on-leave@src/wait/wait_queue.c@\tleave_slot_locked();\n\tif (!granted)\n\t\twake_head_locked(hash);@\tleave_slot_locked();\n\t(void) hash;@tap:019_wake_shapes
 no-wake-on-abandon@src/lease/lease_xact.c@\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@\tif (false)\n\t\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@tap:019_wake_shapes
 no-wake-on-prepared-end@src/lease/lease_xact.c@\tif (finishes_prepared)\n\t\tdlock_wait_wake_all_heads();@\t(void) finishes_prepared;@tap:019_wake_shapes tap:015_wake
 no-wake-on-subxact-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (!isTopLevel)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
 no-wake-on-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (isTopLevel ? !isCommit : isCommit)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
 no-wake-many@src/lease/lease_xact.c@\tif (touched_many)\n\t{\n\t\tdlock_wait_wake_all_heads();@\tif (false)\n\t{\n\t\tdlock_wait_wake_all_heads();@tap:019_wake_shapes
-handover-abort-leaves-offer@src/wait/wait.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
+handover-abort-leaves-offer@src/wait/wait_queue.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
 slots-wake-at-last-expiry@src/lease/lease_read.c@if (r->busy_until == 0 || l->expires_at < r->busy_until)@if (r->busy_until == 0 || l->expires_at > r->busy_until)@tap:019_wake_shapes
 EOF
 )

@@ -96,7 +96,7 @@ cat >"$W/mutants" <<'EOF'
 # scripts/test-mutate.sh's mutants
 probe-tap@t/989_mutate_probe.pl@ok(1, 'the probe holds');@ok(0, 'the probe holds');@tap:989_mutate_probe
 probe-clients@clients/probe.txt@dlock-probe: fine@dlock-probe: broken@clients
-probe-broken@src/lease/lease.c@#include "postgres.h"\n@#include "postgres.h"\n#error "scripts/test-mutate.sh: a mutant that does not build"\n@regress:lease_errors
+probe-broken@src/lease/lease_decide.c@#include "postgres.h"\n@#include "postgres.h"\n#error "scripts/test-mutate.sh: a mutant that does not build"\n@regress:lease_errors
 EOF
 (cd "$S" && git init -q && git add -A &&
     git -c user.name=test-mutate -c user.email=test-mutate@localhost commit -q -m copy) ||

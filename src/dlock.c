@@ -6,10 +6,10 @@
  *		memory hooks.
  *
  * Each part of dlock that keeps something in shared memory declares,
- * sizes and initialises it itself (the wait queue in wait.c, the counters
+ * sizes and initialises it itself (the wait queue in wait_queue.c, the counters
  * in base_stats.c, the claims' step hints and give-back count in claim_hint.c, the abandoned
  * hand-over grants in wait_abandon.c, the watch registry, the watched
- * commits and the watch workers' slots in watch.c, watch_join.c and
+ * commits and the watch workers' slots in watch_registry.c, watch_join.c and
  * watch_worker.c); the hooks here
  * only ask each of them in turn.  Without preloading there is no shared
  * memory: leases, tokens and claims work all the same, waits poll instead

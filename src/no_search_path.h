@@ -60,9 +60,9 @@
  * counting semaphore's slot; 0.4's four-argument one, dlock_acquire_sql,
  * was the same with slots 1): reads and writes the key's rows of
  * dlock.lease directly
- * (lease.c, lease_store.c), draws the token with nextval_internal on the
+ * (lease_decide.c, lease_store.c), draws the token with nextval_internal on the
  * sequence found by OID (base_token.c), waits in shared memory (lease_acquire.c,
- * wait.c).  One grant in 1024 also asks for a sweep of idle rows
+ * wait_queue.c).  One grant in 1024 also asks for a sweep of idle rows
  * (maint_sweep.c), which runs as SQL at the pre-commit of the transaction, after
  * the function has returned (when a pinned search_path would be gone
  * anyway), through base_spi.c, which pins its own settings.
@@ -75,7 +75,7 @@ DLOCK_NO_SEARCH_PATH("dlock_acquire_shared(text, text, interval, interval)", dlo
 /*
  * dlock_release: reads and writes the key's row directly; a hand-over to
  * the head waiter draws a token as above and grants in the same write
- * (wait_handover.c, wait.c).
+ * (wait_handover.c, wait_queue.c).
  */
 DLOCK_NO_SEARCH_PATH("dlock_release(text, text, bigint)", dlock_release_sql)
 
@@ -105,7 +105,7 @@ DLOCK_NO_SEARCH_PATH("dlock_claimed(regclass, anyelement, text)", dlock_claimed_
 
 /*
  * dlock_acquire_all: sorts its keys in memory (memcmp, no collation) and
- * calls what dlock_acquire calls, key by key (lease_acquire.c, lease.c), then
+ * calls what dlock_acquire calls, key by key (lease_acquire.c, lease_decide.c), then
  * dlock_lease_renew's direct row update; the internal subtransaction
  * around them runs no SQL (lease_multi.c).
  */

@@ -131,7 +131,7 @@ is($meta->{provides}{dlock}{file}, "dlock--$control.sql",
 ok(-f "dlock--$control.sql", "the full install script dlock--$control.sql exists");
 
 # docs/design.md names every source file (a new file of src/ gets its place
-# in "Where things are"), as a whole name: claim.c is not named by
+# in "Where things are"), as a whole name: claim_take.c is not named by
 # dlock_claim.c
 my $design = slurp('docs/design.md');
 my @src = sort glob('src/*.c src/*.h src/*/*.c src/*/*.h');

@@ -2,7 +2,7 @@
 #
 # 099_watch_once.pl: each event of a watched key is sent once, also when
 # two transactions report it and one of them is held up at its commit
-# (README "Watching keys", Guarantees; src/watch/watch_expiry.c, src/watch/watch.c).
+# (README "Watching keys", Guarantees; src/watch/watch_expiry.c, src/watch/watch_registry.c).
 #
 #  - an expiry found by the watch worker, whose round then rolls back
 #    after an acquire took the expired holder over: the expiry is sent

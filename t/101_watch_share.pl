@@ -3,7 +3,7 @@
 # 101_watch_share.pl: what one role, one session and one client of a
 # pooled connection can take of the watch registry, and what they can learn
 # of each other's watches (issue 35 items 4 and 9, issue 36; README
-# "Settings", docs/reference.md; src/watch/watch.c, src/watch/watch_session.c).
+# "Settings", docs/reference.md; src/watch/watch_registry.c, src/watch/watch_session.c).
 #
 #  - dlock.max_watches_per_role: a role's sessions together watch at most
 #    that many keys (53400, naming the role, its count and the setting);

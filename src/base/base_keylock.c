@@ -20,7 +20,7 @@
  *  - the holders of a semaphore or of shared leases each have a lock of
  *    their own slot (class DLOCK_CLASS_SLOT): a holder's renewal, release
  *    and fence take only that one, so that one holder's open fence holds
- *    off changes to its own holding and to no other (see lease.c);
+ *    off changes to its own holding and to no other (see lease_decide.c);
  *  - waits for it are seen by the deadlock detector, lock_timeout,
  *    statement_timeout and the isolation tester like any lock wait.
  *

@@ -2,7 +2,7 @@
  *
  * claim_batch.c
  *		Claiming one batch of candidate rows, the rows one run of a claim
- *		query returned, locked FOR UPDATE (claim.c): which of them are
+ *		query returned, locked FOR UPDATE (claim_take.c): which of them are
  *		claimable, and their claims written, with dlock.claim entered
  *		twice, one lookup and one write (claim_store.c).
  *

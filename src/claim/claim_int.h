@@ -152,7 +152,7 @@ extern void dlock_claim_ddl_dropped(void);
  *		Claiming one batch of candidate rows (claim_batch.c).
  * ----------------
  */
-/* one candidate row of a claim: claim.c reads it, claim_batch.c claims it */
+/* one candidate row of a claim: claim_take.c reads it, claim_batch.c claims it */
 typedef struct ClaimCandidate
 {
 	text	   *key;			/* its claim key (dlock_claim_key_id) */
@@ -169,8 +169,8 @@ extern int	dlock_claim_batch(const ClaimRequest *req, ClaimCandidate *c, int n,
 							  Tuplestorestate *out);
 
 /* ----------------
- * claim.c
- *		Claiming rows of the user's own tables (claim.c).
+ * claim_take.c
+ *		Claiming rows of the user's own tables (claim_take.c).
  * ----------------
  */
 extern void dlock_claim_rows(const ClaimRequest *req,

@@ -9,7 +9,7 @@
  * Lock order: functions that wait for key locks take them in key order
  * (and table order), a chunk at a time, so two of them cannot deadlock
  * with each other.
- * Claimers never wait (claim.c), so they cannot take part in a deadlock.
+ * Claimers never wait (claim_take.c), so they cannot take part in a deadlock.
  *
  *-------------------------------------------------------------------------
  */

@@ -7,7 +7,7 @@
  *		keeping its plans, choosing the plan
  *		with a step bound while a step hint holds, running it as the
  *		caller, learning new hints from its scan, and reporting its errors
- *		against the caller's text.  claim.c calls dlock_claim_query_run.
+ *		against the caller's text.  claim_take.c calls dlock_claim_query_run.
  *
  * A plan is kept per backend for each distinct query text and build of the
  * table's claim target (claim_target.c rebuilds a target after any DDL
@@ -56,7 +56,7 @@
  * the way a hand-written NOT EXISTS would: the cost of a claim grows with
  * the rows its scan reaches, not with the live claims of the table (until
  * ALTER EXTENSION ... UPDATE adds the function, fn_schema is NULL and
- * held rows are dropped after fetching them, in claim.c).  $1
+ * held rows are dropped after fetching them, in claim_take.c).  $1
  * holds the rows already tried in this call (usually none).  $2 is the
  * claim's ticket (claim_unheld.c): a call of dlock_claim_unheld in the caller's
  * filter cannot name it, so it is answered as any direct call is, never

@@ -3,7 +3,7 @@
  * claim_sql.c
  *		SQL-callable entry points for claims.  Each checks and unpacks its
  *		arguments (the caller's filter and order_by in claim_filter.c) and
- *		calls claim.c, claim_manage.c, claim_unheld.c or claim_ddl*.c.
+ *		calls claim_take.c, claim_manage.c, claim_unheld.c or claim_ddl*.c.
  *
  *-------------------------------------------------------------------------
  */

@@ -254,7 +254,7 @@ dlock_claim_store_delete(Oid relid, text **keys, int n)
  * changing is skipped) and deletes them.  A claimer that decided on such
  * a row under its key lock meanwhile decided on an idle row, which it
  * still is once gone; its write waits for the sweep's end (sweeps commit
- * at once: maint_sweep.c) and writes the claim row anew (claim.c).
+ * at once: maint_sweep.c) and writes the claim row anew (claim_take.c).
  *
  * Claims draw this now and then, so its cost must not grow with the
  * number of claim rows: it walks the tables that have claim rows (a

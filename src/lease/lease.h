@@ -35,7 +35,7 @@ typedef struct DlockLease
 	ItemPointerData tid;		/* the row version read */
 	TransactionId changing;		/* another transaction in progress that
 								 * updated that version (a bulk release: see
-								 * lease.c), or InvalidTransactionId */
+								 * lease_decide.c), or InvalidTransactionId */
 	bool		uncommitted;	/* another transaction's write, not yet
 								 * committed (dlock_lease_store_scan_pending
 								 * only): changing is that transaction */

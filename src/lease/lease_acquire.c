@@ -5,7 +5,7 @@
  *		in the key's queue and sleeps until the key can be taken, a release
  *		grants it to this waiter, or the wait runs out.
  *
- * A waiter leaves its queue (wait.c) on every path: when it has the key or
+ * A waiter leaves its queue (wait_queue.c) on every path: when it has the key or
  * its wait ran out, on an error (a cancel, statement_timeout), and when
  * its backend exits (a before_shmem_exit callback).  On an error or its
  * exit no token is returned, so a grant that a release committed for it
@@ -27,7 +27,7 @@
 
 /*
  * One attempt.  Waiters of the key asked for the same slots as this
- * acquire, or it is an error (as it is when its holders did: lease.c);
+ * acquire, or it is an error (as it is when its holders did: lease_decide.c);
  * a lease and shared leases queue together, in one FIFO order, so that
  * shared leases arriving after a waiting lease wait behind it.
  */

@@ -15,8 +15,8 @@
 #include "lease/lease.h"
 
 /* ----------------
- * lease.c
- *		Leases: the decisions (lease.c) and acquiring with waits (lease_acquire.c).
+ * lease_decide.c
+ *		Leases: the decisions (lease_decide.c) and acquiring with waits (lease_acquire.c).
  * ----------------
  */
 /* Result of one acquire attempt. */

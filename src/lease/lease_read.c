@@ -12,8 +12,8 @@
  * on, and the lowest slot free to take.  Shared leases (slots
  * DLOCK_SLOTS_SHARED) are read as a semaphore of DLOCK_MAX_SLOTS slots;
  * live shared leases and a live lease exclude each other.  Under the key
- * lock (lease.c) the decision also takes the lock of the slot it grants
- * or extends (see lease.c, "Locks"); the writes are the caller's.
+ * lock (lease_decide.c) the decision also takes the lock of the slot it grants
+ * or extends (see lease_decide.c, "Locks"); the writes are the caller's.
  *
  *-------------------------------------------------------------------------
  */

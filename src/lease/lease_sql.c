@@ -2,7 +2,7 @@
  *
  * lease_sql.c
  *		SQL-callable entry points for leases: one key (lease_acquire.c,
- *		lease.c) and several keys at once (lease_multi.c).  Each one checks
+ *		lease_decide.c) and several keys at once (lease_multi.c).  Each one checks
  *		and unpacks its arguments and calls plain C.
  *
  * None of these functions is STRICT: NULL means "not acquired" for

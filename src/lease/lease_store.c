@@ -96,7 +96,7 @@ dlock_lease_store_has_slots(DlockStore *s)
  * Who is changing the row version just fetched (in s->slot), if anyone
  * else: the transaction, still in progress, that updated it without
  * keeping the key's lock to its end (dlock_lease_release_all gives each
- * key lock back once it has written: lease.c).  A delete in progress (a
+ * key lock back once it has written: lease_decide.c).  A delete in progress (a
  * sweep: lease_store_delete_idle) does not count: the row it deletes is
  * idle, and a decision taken on it stays right when it is gone; a write
  * then waits for the sweep (dlock_lease_store_write).  *stale: the change
@@ -202,7 +202,7 @@ unless_abandoned(DlockLease *l)
 {
 	if (l->held && dlock_abandoned(l->token))
 	{
-		/* for its watchers: a grant over it frees it (lease.c) */
+		/* for its watchers: a grant over it frees it (lease_decide.c) */
 		l->abandoned_by = l->holder;
 		l->abandoned_owner = l->owner;
 		l->held = false;
@@ -284,7 +284,7 @@ dlock_lease_store_fetch_all(DlockStore *s, text *key, int *n)
  * keeps).  Nothing is allocated per row, so that a key of a thousand
  * shared holders costs one pass and no growing array.
  *
- * This is what every decision about a key reads (lease.c, lease_read.c):
+ * This is what every decision about a key reads (lease_decide.c, lease_read.c):
  * the holders of a semaphore or shared leases write their own rows
  * without the key's lock, and a grant must count those writes in
  * progress.

@@ -41,7 +41,7 @@
  * file, a waiter leaving its queue on an error or its exit:
  * lease_acquire.c, a releaser whose waiter left: wait_handover.c): it
  * records the grant in the shared list that makes it read as a free key
- * (wait_abandon.c), wakes the key's head waiter (wait.c), and starts the
+ * (wait_abandon.c), wakes the key's head waiter (wait_queue.c), and starts the
  * background worker that deletes its row (maint_worker.c).  Those three
  * files call nothing back: the list, the queue and the worker do not know
  * each other.

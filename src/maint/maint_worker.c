@@ -27,7 +27,7 @@
  * runs its queries as the owner of dlock's schema, as in any backend.
  * Its commits do not wait for their WAL flush: what it writes only frees
  * keys, and a grant it hands over is flushed by the waiter that receives
- * it before its token is returned (wait.c).
+ * it before its token is returned (wait_queue.c).
  *
  *-------------------------------------------------------------------------
  */

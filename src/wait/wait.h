@@ -19,8 +19,8 @@
 #include "lease/lease.h"
 
 /* ----------------
- * wait.c
- *		Blocking acquires: the FIFO queue of each key and sleeping (wait.c).
+ * wait_queue.c
+ *		Blocking acquires: the FIFO queue of each key and sleeping (wait_queue.c).
  * ----------------
  */
 /* one row of dlock_waiters: a copy of a waiting backend's slot */
@@ -34,7 +34,7 @@ typedef struct DlockWaiter
 	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockWaiter;
 
-/* a hand-off offered to a waiter (see wait.c, "Hand-off") */
+/* a hand-off offered to a waiter (see wait_queue.c, "Hand-off") */
 typedef enum DlockOfferState
 {
 	DLOCK_OFFER_NONE = 0,
@@ -51,7 +51,7 @@ typedef struct DlockOffer
 	text	   *holder;			/* the waiter's holder, role and ttl */
 	Oid			owner;
 	int64		ttl_us;
-	int64		token;			/* the grant written (filled in by lease.c) */
+	int64		token;			/* the grant written (filled in by lease_decide.c) */
 	TimestampTz expires_at;
 } DlockOffer;
 

@@ -11,7 +11,7 @@
  * then costs one commit, not a release commit followed by the waiter's
  * own (leases only: a semaphore's slot is freed, and its head waiter woken
  * at the commit).  The offer and its outcome go through the waiter's queue slot
- * (wait.c, "Hand-off"); this file keeps the transaction's offers and
+ * (wait_queue.c, "Hand-off"); this file keeps the transaction's offers and
  * settles them when it ends: at pre-commit, an offer whose waiter withdrew
  * frees the key instead; at commit the waiter is told its token, at abort
  * that nothing came of it.  A grant whose waiter left while it committed,

@@ -6,7 +6,7 @@
  *		hand-over: the waker yielding its CPU, and a grant received made
  *		durable before its token is returned.
  *
- * The queue (wait.c) says who waits and who is woken; this file only
+ * The queue (wait_queue.c) says who waits and who is woken; this file only
  * waits.  A sleep ends when the latch is set (a wake-up, or a signal:
  * query cancel, statement_timeout and termination set it, and are raised
  * here), when the time is up, or when the client closes its connection

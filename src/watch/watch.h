@@ -16,8 +16,8 @@
 #include "lease/lease.h"
 
 /* ----------------
- * watch.c
- *		The registry of watching sessions in shared memory (watch.c): the
+ * watch_registry.c
+ *		The registry of watching sessions in shared memory (watch_registry.c): the
  *		lowest layer of the watch family, which every other watch file
  *		calls.
  * ----------------

@@ -114,7 +114,7 @@ check_key(DlockStore *s, text *key, TimestampTz *next)
 	now = GetCurrentTimestamp();
 	/*
 	 * A holder of a semaphore or shared leases writes and fences its row
-	 * under its slot's lock only (lease.c): a row being written, or one
+	 * under its slot's lock only (lease_decide.c): a row being written, or one
 	 * that ran out whose slot lock cannot be had (its holder's fence, a
 	 * takeover), is looked at again later, as a key being written is.
 	 */

@@ -11,7 +11,7 @@
  * until the transaction ends.  A rolled-back subtransaction's changes go
  * with it.  At pre-commit (after the hand-over's own pre-commit, which may
  * turn a grant back into a plain release: dlock_watch_grant_withdrawn),
- * each change is looked up in the registry (watch.c) and sent with
+ * each change is looked up in the registry (watch_registry.c) and sent with
  * PostgreSQL's Async_Notify to the channel of every watcher whose role may
  * see the lease: superusers, members of pg_read_all_stats, and roles with
  * the privileges of the lease's owner (the rule of the dlock_locks view).
@@ -138,7 +138,7 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
  * A new grant of key to holder (as owner, with token until expires_at),
  * come about as cause says.  The grant reports what it replaced first: a
  * lease it took over, as expired; an abandoned hand-over grant, as
- * released (lease.c).
+ * released (lease_decide.c).
  */
 void
 dlock_watch_granted(text *key, DlockWatchCause cause, text *holder, Oid owner,
@@ -190,7 +190,7 @@ dlock_watch_grant_withdrawn(text *key, int64 token)
 /*
  * The hand-over grant of key to holder (as owner, with token until
  * expires_at) was abandoned by its waiter, and dlock's worker freed its row
- * (wait_abandon.c), or a grant took it (lease.c): the key is free again, a
+ * (wait_abandon.c), or a grant took it (lease_decide.c): the key is free again, a
  * release to its watchers, sent once if both report it (send_event).
  */
 void
@@ -353,7 +353,7 @@ publish(void)
 
 /*
  * Claim the release of the abandoned grant token for this transaction
- * (watch.c, dlock_watch_claim_release); false if another sent it.
+ * (watch_registry.c, dlock_watch_claim_release); false if another sent it.
  */
 static bool
 claim_release(int64 token)

@@ -2,7 +2,7 @@
  *
  * watch_session.c
  *		A session watching keys: its channel, dlock_watch and dlock_unwatch
- *		as transactional changes of the registry (watch.c), the session's
+ *		as transactional changes of the registry (watch_registry.c), the session's
  *		end, and the read of a key's leader.
  *
  * Each watching session has one notification channel, a random name drawn

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * claim.c
+ * claim_take.c
  *		Claims: leases on rows of the user's own tables, kept in
  *		dlock.claim and handed out in batches with FOR UPDATE SKIP LOCKED.
  *

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * wait.c
+ * wait_queue.c
  *		Blocking acquires: a FIFO queue per key in shared memory, and
  *		sleeping on the backend's latch (wait_sleep.c) until a release
  *		commits, the lease runs out, or the wait does.

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * watch.c
+ * watch_registry.c
  *		The registry of watched keys in shared memory: which session watches
  *		which key, on which channel, as which role, and up to when its key's
  *		expiries were sent to it.  The ground floor of the watch_* files:

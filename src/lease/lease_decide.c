@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lease.c
+ * lease_decide.c
  *		The lease decisions: granting, extending, freeing and validating
  *		one key's lease, releasing a holder's leases, and cleanup.
  *
