@@ -94,9 +94,9 @@ set -- ${args[@]+"${args[@]}"}
 # starts with # is a comment: a topic's heading)
 MUTANTS=$(cat <<'EOF'
 no-wake-at-expiry@src/lease/lease_acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/wait/wait_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
+no-handover@src/lease/lease_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
 handover-to-xact-block@src/lease/lease_acquire.c@slots == 1 && dlock_xact_alone());@slots == 1);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
-handover-ignores-withdrawal@src/wait/wait_handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
+handover-ignores-withdrawal@src/lease/lease_handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
 handover-not-flushed@src/wait/wait_sleep.c@\tXLogFlush(lsn);@\t(void) lsn;@tap:016_release_flush
 no-wake-on-release@src/lease/lease_xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
 no-fence@src/lease/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
@@ -146,7 +146,7 @@ cleanup-deletes-poisoned@src/claim/claim_store_spi.c@"      AND c.poisoned_at IS
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
 unpinned-unlisted@dlock--0.5.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
 full-script-drifts@dlock--0.5.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
-unpinned-reaches-spi@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t(void) dlock_lease_sweep(1, 1, false);@tap:092_no_search_path
+unpinned-reaches-spi@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t{\n\t\t\textern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);\n\n\t\t\t(void) dlock_lease_sweep(1, 1, false);\n\t\t}@tap:092_no_search_path
 no-lease-sweep@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
 no-claim-sweep@src/claim/claim_take.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
 no-claim-schema-check@src/claim/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
@@ -175,7 +175,7 @@ watch-no-expiry@src/watch/watch_expiry.c@\t\t\tdlock_watch_expired(key, ls[i].ho
 watch-expiry-while-live@src/watch/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held)@tap:095_watch
 watch-expiry-twice@src/watch/watch_notify.c@\t\t\tev->expires_at <= expired_through_before(&w[i]))@\t\t\tfalse)@tap:095_watch
 watch-joins-unsafely@src/watch/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
-watch-no-handover-grant@src/wait/wait_handover.c@\t\tdlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@\t\tif (false) dlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,@tap:095_watch
+watch-no-handover-grant@src/lease/lease_handover.c@\t\tif (dlock_lease_events != NULL)\n\t\t\tdlock_lease_events->granted(key, DLOCK_CAUSE_HANDOVER,@\t\tif (false)\n\t\t\tdlock_lease_events->granted(key, DLOCK_CAUSE_HANDOVER,@tap:095_watch
 watch-worker-not-restarted@src/watch/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
 watch-rolled-back-watch-stays@src/watch/watch_session.c@\t\t: (op->add && !op->readd))@\t\t: false)@regress:watch
 watch-leader-shows-all@src/watch/watch_session.c@return found && dlock_watch_role_sees(GetUserId(), l->owner);@return found;@regress:watch
@@ -190,15 +190,15 @@ watch-abandoned-taken-not-released@src/lease/lease_decide.c@\tif (old->abandoned
 abandon-nothing-on-abort@src/lease/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
 abandoned-grants-read-held@src/lease/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
 abandoned-rows-kept@src/maint/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned
-releaser-keeps-orphan-grant@src/wait/wait_handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:097_abandoned
+releaser-keeps-orphan-grant@src/lease/lease_handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:097_abandoned
 wait-ignores-closed-client@src/wait/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
 commit-for-gone-client@src/lease/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
 waiter-exit-keeps-grant@src/lease/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
 release-all-keeps-key-locks@src/lease/lease_decide.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease/lease_decide.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
 take-over-row-being-freed@src/lease/lease_read.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
-sweep-at-once@src/maint/maint_sweep.c@\t\tsweep_pending = true;\n}@\t\tsweep_now(true, false);\n}@isolation:sweep_no_block
-claim-sweep-at-once@src/maint/maint_sweep.c@\t\tclaim_sweep_pending = true;\n}@\t\tsweep_now(false, true);\n}@isolation:claim_sweep_no_block
+sweep-at-once@src/base/base_worker.c@\t\tlease_sweep_drawn = true;\n}@\t{\n\t\textern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);\n\n\t\t(void) dlock_lease_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC, 64, false);\n\t}\n}@isolation:sweep_no_block
+claim-sweep-at-once@src/base/base_worker.c@\t\tclaim_sweep_drawn = true;\n}@\t{\n\t\textern int64 dlock_claim_sweep(int64 idle_us, int limit);\n\n\t\t(void) dlock_claim_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC, 256);\n\t}\n}@isolation:claim_sweep_no_block
 claim-write-over-swept-row-fails@src/claim/claim_store.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
 cleanup-in-callers-transaction@src/maint/maint_worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
 write-over-swept-row-fails@src/lease/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block

@@ -32,6 +32,7 @@
 #include "claim/claim.h"
 #include "watch/watch.h"
 #include "lease/lease.h"
+#include "maint/maint.h"
 
 PG_MODULE_MAGIC;
 
@@ -80,6 +81,7 @@ _PG_init(void)
 	MarkGUCPrefixReserved("dlock");
 
 	dlock_xact_init();
+	dlock_sweep_init();
 
 	if (process_shared_preload_libraries_in_progress)
 	{

@@ -75,7 +75,7 @@ DLOCK_NO_SEARCH_PATH("dlock_acquire_shared(text, text, interval, interval)", dlo
 /*
  * dlock_release: reads and writes the key's row directly; a hand-over to
  * the head waiter draws a token as above and grants in the same write
- * (wait_handover.c, wait_queue.c).
+ * (lease_handover.c, wait_queue.c).
  */
 DLOCK_NO_SEARCH_PATH("dlock_release(text, text, bigint)", dlock_release_sql)
 

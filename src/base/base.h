@@ -13,6 +13,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "storage/dsm.h"
 #include "storage/lockdefs.h"
 #include "access/skey.h"
 #include "executor/tuptable.h"
@@ -221,5 +222,34 @@ extern void dlock_store_batch_end(DlockStore *s);
  * ----------------
  */
 extern int64 dlock_next_token(void);
+
+/* ----------------
+ * base_worker.c
+ *		Asking dlock's maintenance (the maint family, a higher layer) for
+ *		work without calling it: the background worker's start, and the
+ *		sweeps a transaction draws.
+ * ----------------
+ */
+typedef enum DlockWorkerTask
+{
+	DLOCK_TASK_UNDO = 1,		/* free the rows of abandoned grants */
+	DLOCK_TASK_CLEANUP			/* dlock_cleanup()'s deletes */
+} DlockWorkerTask;
+
+/* what a worker is told, in bgw_extra */
+typedef struct DlockWorkerArgs
+{
+	Oid			dboid;
+	dsm_handle	seg;			/* cleanup: its request (maint_worker.c) */
+} DlockWorkerArgs;
+
+struct BackgroundWorkerHandle;
+extern bool dlock_worker_launch(DlockWorkerTask task, const char *name,
+								dsm_handle seg,
+								struct BackgroundWorkerHandle **handle);
+extern void dlock_worker_start_undo(void);
+extern void dlock_sweep_maybe(void);
+extern void dlock_claim_sweep_maybe(void);
+extern void dlock_sweeps_drawn(bool *leases, bool *claims);
 
 #endif							/* DLOCK_BASE_H */

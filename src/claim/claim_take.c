@@ -41,7 +41,6 @@
 #include "base/base.h"
 #include "claim/claim_int.h"
 #include "claim/claim.h"
-#include "maint/maint.h"
 
 /* the primary key values vals[0..n-1] as an array */
 static Datum

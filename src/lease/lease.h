@@ -115,4 +115,42 @@ extern void dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
 
 extern void dlock_xact_init(void);
 
+/* ----------------
+ * lease_decide.c
+ *		What the lease family tells a higher layer of its changes.  Calls
+ *		run down the layers only, so the watch family, which reads leases,
+ *		is not called by name: at load it sets dlock_lease_events
+ *		(dlock_watch_notify_init, watch_notify.c), and the lease files call
+ *		through it, each holder as plain values, in the transaction that
+ *		makes the change.  NULL: nobody is told.
+ * ----------------
+ */
+/* how a grant came about */
+typedef enum DlockGrantCause
+{
+	DLOCK_CAUSE_NONE,
+	DLOCK_CAUSE_ACQUIRE,		/* an acquire of a free key */
+	DLOCK_CAUSE_HANDOVER,		/* a release granted it to its head waiter */
+	DLOCK_CAUSE_TAKEOVER		/* an acquire over an expired lease */
+} DlockGrantCause;
+
+typedef struct DlockLeaseEvents
+{
+	/* a lease or slot granted */
+	void		(*granted) (text *key, DlockGrantCause cause, text *holder,
+							Oid owner, int64 token, TimestampTz expires_at);
+	/* a holding released, or freed when its grant was abandoned */
+	void		(*released) (text *key, text *holder, Oid owner,
+							 int64 token, TimestampTz expires_at);
+	void		(*abandoned) (text *key, text *holder, Oid owner,
+							  int64 token, TimestampTz expires_at);
+	/* a hand-over grant whose waiter withdrew before it committed */
+	void		(*grant_withdrawn) (text *key, int64 token);
+	/* a holding found run out by the grant that takes its place */
+	void		(*expired) (text *key, text *holder, Oid owner,
+							int64 token, TimestampTz expires_at);
+} DlockLeaseEvents;
+
+extern PGDLLIMPORT const DlockLeaseEvents *dlock_lease_events;
+
 #endif							/* DLOCK_LEASE_H */

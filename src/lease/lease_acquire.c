@@ -105,7 +105,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 
 	/*
 	 * A release may grant the lease to this waiter in its own transaction
-	 * (wait_handover.c) only when the acquire is its transaction as a whole: a
+	 * (lease_handover.c) only when the acquire is its transaction as a whole: a
 	 * grant committed by another backend cannot roll back with this one.
 	 * Semaphores take no grants: a freed slot wakes their head waiter.
 	 */

@@ -46,7 +46,7 @@
  * of its own that frees a key with a waiter at the head of its queue
  * grants the lease to that waiter in the same write, with a new token,
  * instead of freeing it: the hand-off then costs one commit, not a
- * release commit followed by the waiter's own (wait_handover.c).  Leases only:
+ * release commit followed by the waiter's own (lease_handover.c).  Leases only:
  * a semaphore's freed slot goes to its head waiter when it is woken at
  * the release's commit.
  *
@@ -68,8 +68,6 @@
 #include "lease/lease_int.h"
 #include "wait/wait.h"
 #include "lease/lease.h"
-#include "maint/maint.h"
-#include "watch/watch.h"
 
 /* ---- decisions ---- */
 
@@ -102,8 +100,12 @@ give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
 	(void) dlock_wait_wake_key(kl->hash);
 }
 
+/* the watch family's, set at load (lease.h) */
+const DlockLeaseEvents *dlock_lease_events = NULL;
+
 /*
- * Tell the key's watchers of a new grant (watch_notify.c), and first of
+ * Tell whoever listens (dlock_lease_events: the key's watchers) of a new
+ * grant, and first of
  * what it replaced, the row read as *old: a lease still held there had run
  * out, and its expiry is reported (a takeover); a hand-over grant
  * abandoned there, that dlock's worker has not freed yet, is freed now,
@@ -113,18 +115,21 @@ static void
 watch_grant(text *key, const DlockLease *old, text *holder, Oid role,
 			int64 token, TimestampTz expires_at)
 {
-	DlockWatchCause cause = DLOCK_CAUSE_ACQUIRE;
+	const DlockLeaseEvents *ev = dlock_lease_events;
+	DlockGrantCause cause = DLOCK_CAUSE_ACQUIRE;
 
+	if (ev == NULL)
+		return;
 	if (old->held)
 	{
-		dlock_watch_expired(key, old->holder, old->owner, old->token,
-							old->expires_at);
+		ev->expired(key, old->holder, old->owner, old->token,
+					old->expires_at);
 		cause = DLOCK_CAUSE_TAKEOVER;
 	}
 	if (old->abandoned_by != NULL)
-		dlock_watch_abandoned(key, old->abandoned_by, old->abandoned_owner,
-							  old->token, old->expires_at);
-	dlock_watch_granted(key, cause, holder, role, token, expires_at);
+		ev->abandoned(key, old->abandoned_by, old->abandoned_owner,
+					  old->token, old->expires_at);
+	ev->granted(key, cause, holder, role, token, expires_at);
 }
 
 /*

@@ -85,4 +85,15 @@ extern void dlock_slots_mismatch(int key_slots, int asked);
 extern bool dlock_acquire_all(text **keys, int nkeys, text *holder,
 							  int64 ttl_us, int64 wait_us, int64 *tokens);
 
+/* ----------------
+ * lease_handover.c
+ *		Freeing a lease, or handing it over to the head waiter of its key
+ *		(lease_handover.c).
+ * ----------------
+ */
+extern void dlock_lease_free_or_hand_over(DlockStore *s, text *key,
+										  const DlockLease *l,
+										  TimestampTz now,
+										  const DlockKeyLock *kl);
+
 #endif							/* DLOCK_LEASE_INT_H */

@@ -33,13 +33,13 @@
  * back, instead of staying held by nobody until its ttl runs out.
  *
  * Abandoned grants.  A grant that a release handed over to a waiter (in
- * the releaser's transaction: wait_handover.c) is the waiter's only if
+ * the releaser's transaction: lease_handover.c) is the waiter's only if
  * the waiter's transaction commits too.  The grants a transaction received
  * are kept here until it ends; if it rolls back (a later error in the
  * statement, a cancel, a ROLLBACK, a termination), each is abandoned.
  * dlock_abandon is the one way to abandon a grant, for every caller (this
  * file, a waiter leaving its queue on an error or its exit:
- * lease_acquire.c, a releaser whose waiter left: wait_handover.c): it
+ * lease_acquire.c, a releaser whose waiter left: lease_handover.c): it
  * records the grant in the shared list that makes it read as a free key
  * (wait_abandon.c), wakes the key's head waiter (wait_queue.c), and starts the
  * background worker that deletes its row (maint_worker.c).  Those three
@@ -62,7 +62,6 @@
 
 #include "wait/wait.h"
 #include "base/base.h"
-#include "maint/maint.h"
 #include "lease/lease.h"
 
 /*

@@ -23,8 +23,7 @@
 /* claim rows the sweep of a claim deletes at most */
 #define DLOCK_CLAIM_SWEEP_ROWS	256
 
-extern void dlock_sweep_maybe(void);
-extern void dlock_claim_sweep_maybe(void);
+extern void dlock_sweep_init(void);
 extern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);
 extern int64 dlock_claim_sweep(int64 idle_us, int limit);
 extern bool dlock_lease_delete_abandoned(text *key, text *holder, Oid owner,
@@ -36,7 +35,6 @@ extern bool dlock_lease_delete_abandoned(text *key, text *holder, Oid owner,
  *		transaction (maint_worker.c).
  * ----------------
  */
-extern void dlock_worker_start_undo(void);
 extern int64 dlock_worker_cleanup(int64 idle_us, int limit);
 
 extern PGDLLEXPORT void dlock_worker_main(Datum arg);

@@ -3,7 +3,8 @@
  * maint_sweep.c
  *		Deleting the rows of lease keys and of claims that have been free
  *		or expired for longer than dlock.idle_key_lifetime: the sweep that
- *		grants and claims run now and then, and dlock_cleanup()'s deletes.
+ *		grants and claims run now and then (drawn in base_worker.c), and
+ *		dlock_cleanup()'s deletes.
  *
  * A sweep must never make a free key (or row) look taken, nor hold
  * anything past its own work.  It takes no key lock: one statement locks
@@ -34,7 +35,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -44,11 +44,6 @@
 #include "claim/claim.h"
 #include "lease/lease.h"
 #include "maint/maint.h"
-
-/* this transaction drew the sweep of leases, of claims: at pre-commit */
-static bool sweep_pending = false;
-static bool claim_sweep_pending = false;
-static bool callback_registered = false;
 
 /*
  * Delete up to limit lease rows free or expired for longer than idle_us,
@@ -142,52 +137,22 @@ sweep_now(bool leases, bool claims)
 static void
 sweep_xact_callback(XactEvent event, void *arg)
 {
-	bool		leases = sweep_pending;
-	bool		claims = claim_sweep_pending;
+	bool		leases;
+	bool		claims;
 
-	if (!leases && !claims)
-		return;
-	if (event == XACT_EVENT_PRE_COMMIT && !IsolationIsSerializable())
-	{
-		sweep_pending = claim_sweep_pending = false;
+	if (event == XACT_EVENT_PRE_COMMIT && IsolationIsSerializable())
+		return;					/* drawn sweeps are forgotten at its end */
+	dlock_sweeps_drawn(&leases, &claims);
+	if ((leases || claims) && event == XACT_EVENT_PRE_COMMIT)
 		sweep_now(leases, claims);
-	}
-	else if (event != XACT_EVENT_PRE_COMMIT)
-		sweep_pending = claim_sweep_pending = false;
-}
-
-/* one in every draws (a lottery); registers the pre-commit callback */
-static bool
-draw(uint64 every)
-{
-	if (pg_prng_uint64_range(&pg_global_prng_state, 1, Max(every, 1)) != 1)
-		return false;
-	if (!callback_registered)
-	{
-		RegisterXactCallback(sweep_xact_callback, NULL);
-		callback_registered = true;
-	}
-	return true;
 }
 
 /*
- * After a grant: one in dlock.debug_sweep_every (1024) draws the sweep of
- * its transaction's pre-commit.
+ * At load (_PG_init): the pre-commit callback that runs the sweeps a
+ * grant or a claim drew (base_worker.c).
  */
 void
-dlock_sweep_maybe(void)
+dlock_sweep_init(void)
 {
-	if (draw((uint64) dlock_debug_sweep_every))
-		sweep_pending = true;
-}
-
-/*
- * After a claim that took rows: one in dlock.debug_sweep_every / 16 (64)
- * draws the sweep of claim rows at its transaction's pre-commit.
- */
-void
-dlock_claim_sweep_maybe(void)
-{
-	if (draw((uint64) dlock_debug_sweep_every / 16))
-		claim_sweep_pending = true;
+	RegisterXactCallback(sweep_xact_callback, NULL);
 }

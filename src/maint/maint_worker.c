@@ -45,22 +45,10 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "base/base.h"
 #include "maint/maint.h"
 #include "wait/wait.h"
 #include "watch/watch.h"
-
-typedef enum DlockWorkerTask
-{
-	DLOCK_TASK_UNDO = 1,
-	DLOCK_TASK_CLEANUP
-} DlockWorkerTask;
-
-/* what a worker is told, in bgw_extra */
-typedef struct DlockWorkerArgs
-{
-	Oid			dboid;
-	dsm_handle	seg;			/* cleanup: its CleanupRequest */
-} DlockWorkerArgs;
 
 /* what dlock_cleanup() asks of its worker, and the answer */
 typedef struct CleanupRequest
@@ -73,46 +61,6 @@ typedef struct CleanupRequest
 	int			sqlerrcode;		/* else its error, if it got one */
 	char		message[256];
 } CleanupRequest;
-
-static bool
-start_worker(DlockWorkerTask task, const char *name, dsm_handle seg,
-			 BackgroundWorkerHandle **handle)
-{
-	BackgroundWorker w;
-	DlockWorkerArgs args;
-
-	memset(&w, 0, sizeof(w));
-	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	w.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(w.bgw_library_name, "dlock", sizeof(w.bgw_library_name));
-	strlcpy(w.bgw_function_name, "dlock_worker_main", sizeof(w.bgw_function_name));
-	strlcpy(w.bgw_name, name, sizeof(w.bgw_name));
-	strlcpy(w.bgw_type, "dlock worker", sizeof(w.bgw_type));
-	w.bgw_main_arg = Int32GetDatum((int32) task);
-	args.dboid = MyDatabaseId;
-	args.seg = seg;
-	memcpy(w.bgw_extra, &args, sizeof(args));
-	w.bgw_notify_pid = handle != NULL ? MyProcPid : 0;
-	return RegisterDynamicBackgroundWorker(&w, handle);
-}
-
-/*
- * Start a worker that frees the rows of this database's abandoned grants.
- * Safe while a transaction aborts or the backend exits.  When no worker
- * can start (max_worker_processes), the grants still read as free keys,
- * and the next worker frees their rows.
- */
-void
-dlock_worker_start_undo(void)
-{
-	if (!IsUnderPostmaster)
-		return;
-	if (!start_worker(DLOCK_TASK_UNDO, "dlock: free abandoned grants", 0, NULL))
-		ereport(LOG,
-				(errmsg("dlock could not start a background worker to free abandoned lease grants"),
-				 errhint("The grants read as free keys meanwhile; raise max_worker_processes.")));
-}
 
 /*
  * dlock_cleanup(): have a worker delete up to limit lease and limit claim
@@ -131,7 +79,7 @@ dlock_worker_cleanup(int64 idle_us, int limit)
 	memset(req, 0, sizeof(*req));
 	req->idle_us = idle_us;
 	req->limit = limit;
-	if (!start_worker(DLOCK_TASK_CLEANUP, "dlock: cleanup",
+	if (!dlock_worker_launch(DLOCK_TASK_CLEANUP, "dlock: cleanup",
 					  dsm_segment_handle(seg), &handle))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

@@ -16,7 +16,6 @@
 
 #include "base/base.h"
 #include "compat.h"
-#include "lease/lease.h"
 
 /* ----------------
  * wait_queue.c
@@ -129,16 +128,5 @@ extern bool dlock_sleep(int64 timeout_us);
 extern void dlock_sleep_briefly(long ms);
 extern void dlock_wait_yield(void);
 extern void dlock_wait_durable(XLogRecPtr lsn);
-
-/* ----------------
- * wait_handover.c
- *		Freeing a lease, or handing it over to the head waiter of its key
- *		(wait_handover.c).
- * ----------------
- */
-extern void dlock_lease_free_or_hand_over(DlockStore *s, text *key,
-										  const DlockLease *l,
-										  TimestampTz now,
-										  const DlockKeyLock *kl);
 
 #endif							/* DLOCK_WAIT_H */

@@ -6,7 +6,7 @@
  *		back, its backend exited, or it stopped waiting while the grant was
  *		committing).
  *
- * A release that hands a key over to its head waiter (wait_handover.c) commits
+ * A release that hands a key over to its head waiter (lease_handover.c) commits
  * the waiter's grant in the releaser's own transaction.  That grant is the
  * waiter's only if the waiter's transaction commits too: a waiter whose
  * statement fails after the acquire returned (a later error, a cancel,
@@ -29,7 +29,7 @@
  * transaction received until it ends), the waiter that leaves its queue
  * with a committed grant because of an error or its exit (lease_acquire.c),
  * and the releaser whose waiter left while the grant was committing
- * (wait_handover.c).
+ * (lease_handover.c).
  *
  * An entry lasts until the worker has dealt with its row, or until the
  * grant expires (the row then reads as expired anyway) and its place is

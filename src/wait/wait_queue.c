@@ -31,7 +31,7 @@
  * woken waiter write a grant of its own: one commit per hand-off instead
  * of two.  The offer goes through the waiter's slot:
  *
- *	NONE ----(release offers: wait_handover.c writes the grant)----> OFFERED
+ *	NONE ----(release offers: lease_handover.c writes the grant)----> OFFERED
  *	OFFERED --(the releaser's pre-commit: waiter still here)--> COMMITTING
  *	COMMITTING --(the releaser's commit)--> GRANTED (token, commit LSN)
  *	OFFERED / COMMITTING --(the releaser's abort)--> NONE
@@ -294,7 +294,7 @@ my_offer_state(void)
  * That takes a WAL flush, or as long as the releaser's commit waits for
  * synchronous standbys.  Interrupts are not taken here, but a cancel or
  * termination request pending ends the wait: the waiter then leaves, and
- * a grant that still commits is abandoned by the releaser (wait_handover.c).
+ * a grant that still commits is abandoned by the releaser (lease_handover.c).
  */
 static void
 wait_for_commit_outcome(void)

@@ -84,20 +84,12 @@ extern void dlock_watch_join_shmem_startup(void);
 /* ----------------
  * watch_notify.c
  *		What a transaction changed, sent at its commit to the keys'
- *		watchers (watch_notify.c).  The lease code reports its changes
- *		here, each holder as plain values.
+ *		watchers (watch_notify.c).  The lease family reports its changes
+ *		here through dlock_lease_events (lease.h), each holder as plain
+ *		values.
  * ----------------
  */
-/* how a grant came about */
-typedef enum DlockWatchCause
-{
-	DLOCK_CAUSE_NONE,
-	DLOCK_CAUSE_ACQUIRE,		/* an acquire of a free key */
-	DLOCK_CAUSE_HANDOVER,		/* a release granted it to its head waiter */
-	DLOCK_CAUSE_TAKEOVER		/* an acquire over an expired lease */
-} DlockWatchCause;
-
-extern void dlock_watch_granted(text *key, DlockWatchCause cause, text *holder,
+extern void dlock_watch_granted(text *key, DlockGrantCause cause, text *holder,
 								Oid owner, int64 token, TimestampTz expires_at);
 extern void dlock_watch_released(text *key, text *holder, Oid owner,
 								 int64 token, TimestampTz expires_at);

@@ -77,7 +77,7 @@ typedef enum DlockWatchKind
 typedef struct WatchEvent
 {
 	DlockWatchKind kind;
-	DlockWatchCause cause;
+	DlockGrantCause cause;
 	SubTransactionId subid;
 	bool		withdrawn;		/* a hand-over that did not happen */
 	bool		abandoned;		/* the release of an abandoned grant */
@@ -107,7 +107,7 @@ static const char *const kind_names[] = {"granted", "released", "expired"};
 static const char *const cause_names[] = {NULL, "acquire", "handover", "takeover"};
 
 static WatchEvent *
-record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
+record(DlockWatchKind kind, DlockGrantCause cause, text *key, text *holder,
 	   Oid owner, int64 token, TimestampTz expires_at)
 {
 	MemoryContext old;
@@ -141,7 +141,7 @@ record(DlockWatchKind kind, DlockWatchCause cause, text *key, text *holder,
  * released (lease_decide.c).
  */
 void
-dlock_watch_granted(text *key, DlockWatchCause cause, text *holder, Oid owner,
+dlock_watch_granted(text *key, DlockGrantCause cause, text *holder, Oid owner,
 					int64 token, TimestampTz expires_at)
 {
 	(void) record(DLOCK_WATCH_GRANTED, cause, key, holder, owner, token,
@@ -499,11 +499,20 @@ watch_subxact_callback(SubXactEvent event, SubTransactionId subid,
 /*
  * Called from _PG_init (dlock.c), before the other parts of dlock register
  * theirs: PostgreSQL calls the callback registered last first, so this runs
- * after the hand-over's pre-commit (wait_handover.c).
+ * after the hand-over's pre-commit (lease_handover.c).
  */
 void
 dlock_watch_notify_init(void)
 {
+	static const DlockLeaseEvents events = {
+		.granted = dlock_watch_granted,
+		.released = dlock_watch_released,
+		.abandoned = dlock_watch_abandoned,
+		.grant_withdrawn = dlock_watch_grant_withdrawn,
+		.expired = dlock_watch_expired,
+	};
+
+	dlock_lease_events = &events;
 	RegisterXactCallback(watch_xact_callback, NULL);
 	RegisterSubXactCallback(watch_subxact_callback, NULL);
 }

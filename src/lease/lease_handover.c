@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * wait_handover.c
+ * lease_handover.c
  *		A release that frees a key with a waiter at the head of its queue
  *		grants the lease to that waiter in its own transaction.
  *
@@ -29,9 +29,8 @@
 #include "utils/timestamp.h"
 
 #include "base/base.h"
+#include "lease/lease_int.h"
 #include "wait/wait.h"
-#include "lease/lease.h"
-#include "watch/watch.h"
 
 /* one offer made by this transaction */
 typedef struct PendingOffer
@@ -77,7 +76,9 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 {
 	DlockOffer	o;
 
-	dlock_watch_released(key, l->holder, l->owner, l->token, l->expires_at);
+	if (dlock_lease_events != NULL)
+		dlock_lease_events->released(key, l->holder, l->owner, l->token,
+									 l->expires_at);
 
 	/*
 	 * Only a release that is its transaction as a whole: the waiter learns
@@ -95,8 +96,10 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 		p->offer.expires_at = now + o.ttl_us;
 		dlock_lease_store_grant(s, key, l, o.holder, o.owner, p->offer.token,
 								o.ttl_us, now, p->offer.expires_at);
-		dlock_watch_granted(key, DLOCK_CAUSE_HANDOVER, o.holder, o.owner,
-							p->offer.token, p->offer.expires_at);
+		if (dlock_lease_events != NULL)
+			dlock_lease_events->granted(key, DLOCK_CAUSE_HANDOVER, o.holder,
+										o.owner, p->offer.token,
+										p->offer.expires_at);
 	}
 	else
 		dlock_lease_store_free(s, key, l, now);
@@ -129,7 +132,8 @@ settle_offers(void)
 		if (!p->committing && stands)
 		{
 			dlock_lease_store_free(&s, p->key, &l, GetCurrentTimestamp());
-			dlock_watch_grant_withdrawn(p->key, p->offer.token);	/* watch (issue 26) */
+			if (dlock_lease_events != NULL)
+				dlock_lease_events->grant_withdrawn(p->key, p->offer.token);
 		}
 	}
 	dlock_store_close(&s);
