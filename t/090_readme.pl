@@ -193,5 +193,71 @@ for my $m (sort glob('t/*.pm'))
 	ok(index($contributing, "`$m`") >= 0, "CONTRIBUTING.md names the test module $m");
 }
 
+# ... and every file of the kinds it lists, so that its lists stay whole:
+# each family folder of src/ (as `src/NAME/`), each header and design note
+# of a family, each SQL entry point file (`src/F/F_sql.c`), each script of
+# scripts/ (by its name or its path)
+my %ticked = map { $_ => 1 } $contributing =~ /`([^`\s]+)`/g;
+my @folders = sort glob('src/*/');
+cmp_ok(scalar(@folders), '>=', 7, 'src/ has its family folders');
+ok($ticked{$_}, "CONTRIBUTING.md names the family folder $_") for @folders;
+for my $f (sort glob('src/*/*_sql.c'), glob('src/*/README.md'))
+{
+	ok($ticked{$f}, "CONTRIBUTING.md names $f by its path");
+}
+for my $f (sort glob('src/*/*.h'), glob('scripts/*.sh'))
+{
+	(my $base = $f) =~ s{.*/}{};
+	ok($ticked{$f} || $ticked{$base}, "CONTRIBUTING.md names $f");
+}
+
+# the TAP tests by area: each file of t/ in one row of the table of areas
+# ("| `AREA` | what | `NNN_name.pl`, ... |"), no number used twice, and a
+# test added after the rule (numbered above 102) named t/NNN_AREA_topic.pl
+# with its row's area
+my %area_of;
+my %rows;
+while ($contributing =~ /^\s*\| `(\w+)` \|[^|\n]*\| ((?:`\d{3}_\w+\.pl`(?:, )?)+) \|$/mg)
+{
+	my ($area, $list) = ($1, $2);
+	$rows{$area} = 1;
+	push @{ $area_of{$_} }, $area for $list =~ /`(\d{3}_\w+\.pl)`/g;
+}
+cmp_ok(scalar(keys %rows), '>=', 5, 'CONTRIBUTING.md has the table of TAP areas');
+my %number;
+for my $t (sort glob('t/*.pl'))
+{
+	(my $name = $t) =~ s{^t/}{};
+	my @areas = @{ $area_of{$name} // [] };
+	is(scalar(@areas), 1, "CONTRIBUTING.md's table of TAP areas has $t in one row");
+	my ($n) = $name =~ /^(\d{3})_[a-z0-9_]+\.pl$/;
+	ok(defined $n, "$t is named NNN_name.pl");
+	next unless defined $n;
+	push @{ $number{$n} }, $t;
+	if ($n > 102 && @areas == 1)
+	{
+		like($name, qr/^\d{3}_\Q$areas[0]\E_/,
+			"$t (after the naming rule) starts with its area, $areas[0]");
+	}
+}
+for my $n (sort keys %number)
+{
+	is(scalar(@{ $number{$n} }), 1, "TAP number $n is used once")
+	  or diag(join(' ', @{ $number{$n} }));
+}
+for my $name (sort keys %area_of)
+{
+	ok(-f "t/$name", "the TAP test t/$name CONTRIBUTING.md's table names exists");
+}
+
+# the version in development: while CHANGELOG.md's first section is
+# unreleased, CONTRIBUTING.md says that dlock.control's version is the one
+# in development
+if (slurp('CHANGELOG.md') =~ /^## +\Q$control\E \(unreleased\)/m)
+{
+	like($contributing, qr/\b\Q$control\E is in development\b/,
+		"CONTRIBUTING.md says that $control is in development");
+}
+
 $node->stop;
 done_testing();
