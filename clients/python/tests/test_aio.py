@@ -105,3 +105,38 @@ def test_aio_cancel_while_waiting_leaves_nothing(dsn, db, key):
     time.sleep(0.5)
     assert holder_of(db, key) is None
     assert db.execute("SELECT count(*) FROM dlock_locks WHERE holder = %s", (lease.holder,)).fetchone() == (0,)
+
+
+def test_aio_claim_loop(dsn, db):
+    db.execute("DROP TABLE IF EXISTS aio_jobs")
+    db.execute("CREATE TABLE aio_jobs (id int PRIMARY KEY, status int NOT NULL DEFAULT 0)")
+    db.execute("INSERT INTO aio_jobs (id) SELECT generate_series(1, 4)")
+
+    async def main():
+        batches = []
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async for batch in dlock.aio.claims(dsn, "aio_jobs", "aio", n=4, ttl=30,
+                                                filter="status = 0", order_by="id",
+                                                until_empty=True):
+                batches.append(list(batch.keys))
+                assert len(batch) == len(batch.keys)
+                batch.check()
+                if batch.keys == [1, 2, 3, 4]:
+                    async with conn.transaction():
+                        done = await batch.complete([1, 2], cursor=conn.cursor())
+                        assert done == [1, 2]
+                        assert await batch.unclaim([3], cursor=conn.cursor()) == 1
+                        await conn.execute("UPDATE aio_jobs SET status = 1 WHERE id = ANY(%s)", (done,))
+                    assert batch.outstanding == [4]
+                    continue  # 4 is given back
+                if batch.keys == [3, 4]:
+                    assert await batch.unclaim([4]) == 1
+                done = await batch.complete()
+                await conn.execute("UPDATE aio_jobs SET status = 1 WHERE id = ANY(%s)", (done,))
+                await conn.commit()
+                assert batch.outstanding == []
+        return batches
+
+    assert run(main()) == [[1, 2, 3, 4], [3, 4], [4]]
+    assert db.execute("SELECT count(*) FROM aio_jobs WHERE status = 0").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM dlock_claims").fetchone() == (0,)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import psycopg
+
 import dlock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,6 +46,31 @@ def test_claim_loop_gives_back_what_is_left(dsn, db):
         break  # the other three are given back, attempts kept
     rows = db.execute("SELECT key, attempts FROM dlock_claims WHERE holder = 'leaver'").fetchall()
     assert rows == []
+
+
+def test_complete_and_unclaim_in_the_callers_transaction(dsn, db):
+    db.execute("DROP TABLE IF EXISTS tx_jobs")
+    db.execute("CREATE TABLE tx_jobs (id int PRIMARY KEY, status int NOT NULL DEFAULT 0)")
+    db.execute("INSERT INTO tx_jobs (id) SELECT generate_series(1, 4)")
+    batches = []
+    with psycopg.connect(dsn) as conn:
+        for batch in dlock.claims(dsn, "tx_jobs", "tx", n=4, ttl=30, filter="status = 0",
+                                  order_by="id", until_empty=True):
+            batches.append(list(batch.keys))
+            with conn.transaction():
+                if batch.keys[0] == 1:
+                    done = batch.complete([1, 2], cursor=conn.cursor())
+                    assert done == [1, 2]
+                    assert batch.unclaim([3], cursor=conn.cursor()) == 1
+                else:
+                    done = batch.complete(cursor=conn.cursor())
+                conn.execute("UPDATE tx_jobs SET status = 1 WHERE id = ANY(%s)", (done,))
+            assert batch.outstanding == ([4] if batch.keys[0] == 1 else [])
+            assert len(batch) == len(batch.keys) and list(batch) == batch.rows
+            batch.check()
+    assert batches == [[1, 2, 3, 4], [3, 4]]
+    assert db.execute("SELECT count(*) FROM tx_jobs WHERE status = 0").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM dlock_claims").fetchone() == (0,)
 
 
 def test_two_workers_one_killed_mid_batch(dsn, db):

@@ -4,140 +4,27 @@ from __future__ import annotations
 
 import threading
 import weakref
-from datetime import timedelta
 from types import TracebackType
-from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Type
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type
 
 from psycopg import Cursor
 from psycopg.rows import tuple_row
 
-from . import _core
+from ._claim_core import BatchBase, BatchState, ClaimsBase, Sql
 from ._core import Seconds
 from ._loop import LoopThread
-from .errors import Error, LeaseLost
 
-__all__ = ["Batch", "Claims", "claims", "ClaimsCore"]
-
-
-class ClaimsCore:
-    """What the blocking and the asyncio claim loops share (runs in a loop)."""
-
-    def __init__(self, conninfo: str, table: str, holder: str, n: int, ttl: Seconds,
-                 filter: Optional[str], order_by: Optional[str], max_attempts: Optional[int],
-                 connect_kwargs: Dict[str, Any]):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError("n must be a positive integer")
-        if not isinstance(holder, str) or not holder:
-            raise ValueError("holder must be a non-empty string")
-        self.table_arg = table
-        self.holder = holder
-        self.n = n
-        self.ttl = _core.seconds(ttl, "ttl")
-        self.filter = filter
-        self.order_by = order_by
-        self.max_attempts = max_attempts
-        self.conn = _core.Conn(conninfo, connect_kwargs)       # claims, completions
-        self.renew_conn = _core.Conn(conninfo, connect_kwargs)  # the keeper's
-        self.table: Optional[_core.ClaimTable] = None
-
-    async def claim(self) -> Optional["_BatchState"]:
-        """The next batch, or None when no row is to be had now."""
-        budget = max(self.ttl, 30.0)
-        if self.table is None:
-            self.table = await _core.describe(self.conn, self.table_arg, _core.now() + budget)
-        t = self.table
-        sent = _core.now()
-        rows = await _core.call_retrying(
-            self.conn, f"dlock_claim({t.name})", t.claim_sql,
-            _core.claim_params(self.holder, self.n, self.ttl, self.filter, self.order_by,
-                               self.max_attempts), budget, rows=True)
-        if not rows:
-            return None
-        return _BatchState(self, rows, sent)
-
-    async def complete(self, state: "_BatchState", keys: Sequence[Any]) -> List[Any]:
-        t = state.table
-        done = await _core.call_retrying(
-            self.conn, f"dlock_complete({t.name})", t.complete_sql, (t.name, self.holder, list(keys)),
-            self.ttl, rows=True)
-        out = [next(iter(r.values())) for r in done]
-        state.forget(keys)
-        return out
-
-    async def unclaim(self, state: "_BatchState", keys: Sequence[Any]) -> int:
-        t = state.table
-        n = await _core.call_retrying(
-            self.conn, f"dlock_unclaim({t.name})", t.unclaim_sql, (t.name, self.holder, list(keys)),
-            self.ttl)
-        state.forget(keys)
-        return int(n or 0)
-
-    async def finish(self, state: "_BatchState") -> None:
-        """Stop renewing the batch; give back the claims it still holds."""
-        await state.keeper.stop()
-        left = list(state.outstanding)
-        if left:
-            try:
-                await self.unclaim(state, left)
-            except Error as exc:
-                _core.log.warning("dlock: could not give back %d claim(s) (they lapse by themselves): %s",
-                                  len(left), exc)
-
-    async def close(self) -> None:
-        await self.conn.close()
-        await self.renew_conn.close()
+__all__ = ["Batch", "Claims", "claims"]
 
 
-class _BatchState:
-    """A batch's rows, the keys it still holds, and its keeper."""
-
-    def __init__(self, core: ClaimsCore, rows: List[Dict[str, Any]], sent: float):
-        assert core.table is not None
-        self.core = core
-        self.table = core.table
-        self.rows = rows
-        self.keys = [r[self.table.pk] for r in rows]
-        self.outstanding = list(self.keys)
-        self.lost_reason: Optional[str] = None
-        self.on_lost: Callable[[LeaseLost], None] = lambda exc: None
-        self.keeper = _core.Keeper(core.ttl, sent, self._renew, lambda exc: self.on_lost(exc))
-
-    async def _renew(self, deadline: float) -> bool:
-        if not self.outstanding:
-            return True
-        t = self.table
-        n = await self.core.renew_conn.call(
-            t.renew_sql, (t.name, self.core.holder, timedelta(seconds=self.core.ttl)), deadline)
-        return int(n or 0) >= len(self.outstanding)
-
-    def forget(self, keys: Sequence[Any]) -> None:
-        gone = {str(k) for k in keys}  # 1 and "1" name one row, as for the server
-        self.outstanding = [k for k in self.outstanding if str(k) not in gone]
-
-
-def _keys_arg(state: _BatchState, keys: Optional[Sequence[Any]]) -> List[Any]:
-    return list(state.outstanding if keys is None else keys)
-
-
-def complete_in(cursor: "Cursor[Any]", state: _BatchState, keys: Sequence[Any]) -> List[Any]:
-    t = state.table
+def _rows(cursor: "Cursor[Any]", query: Sql) -> List[Tuple[Any, ...]]:
+    """query's rows, run on cursor's connection (in its transaction)."""
     with cursor.connection.cursor(row_factory=tuple_row) as c:
-        c.execute(t.complete_sql, (t.name, state.core.holder, list(keys)))
-        done = [r[0] for r in c.fetchall()]
-    state.forget(keys)
-    return done
+        c.execute(*query)
+        return c.fetchall()
 
 
-def unclaim_in(cursor: "Cursor[Any]", state: _BatchState, keys: Sequence[Any]) -> int:
-    t = state.table
-    with cursor.connection.cursor(row_factory=tuple_row) as c:
-        c.execute(t.unclaim_sql, (t.name, state.core.holder, list(keys)))
-        row = c.fetchone()
-    state.forget(keys)
-    return int(row[0] if row else 0)
-
-
-class Batch:
+class Batch(BatchBase):
     """Rows claimed in one call, for this holder, until completed, given
     back or expired; renewed every ttl/3 while the loop body works on them.
 
@@ -148,34 +35,12 @@ class Batch:
     (their attempts kept).
     """
 
-    def __init__(self, loop: LoopThread, state: _BatchState,
+    lost: threading.Event
+
+    def __init__(self, loop: LoopThread, state: BatchState,
                  on_lost: Optional[Callable[["Batch"], Any]]):
+        super().__init__(state, on_lost, threading.Event())
         self._loop = loop
-        self._state = state
-        self.rows = state.rows
-        self.keys = list(state.keys)
-        self.lost = threading.Event()
-        self.lost_reason: Optional[str] = None
-        self._on_lost = on_lost
-        state.on_lost = self._lose
-
-    def _lose(self, exc: LeaseLost) -> None:
-        self.lost_reason = str(exc)
-        self.lost.set()
-        if self._on_lost is not None:
-            self._on_lost(self)
-
-    @property
-    def outstanding(self) -> List[Any]:
-        """The keys this batch still holds claims on (as far as it knows)."""
-        return list(self._state.outstanding)
-
-    def check(self) -> None:
-        """Raise `LeaseLost` if the batch's claims are lost."""
-        if self.lost.is_set():
-            raise LeaseLost(f"claims lost: {self.lost_reason}")
-        if _core.now() >= self._state.keeper.deadline:
-            raise LeaseLost("claims lost: no renewal confirmed within the ttl")
 
     def complete(self, keys: Optional[Sequence[Any]] = None,
                  cursor: Optional["Cursor[Any]"] = None) -> List[Any]:
@@ -184,48 +49,37 @@ class Batch:
         only those count as done.  With cursor, in your transaction (mark
         the rows done in the same transaction: nobody can claim them before
         it ends); else at once, on the loop's own connection."""
-        ks = _keys_arg(self._state, keys)
-        if cursor is not None:
-            return complete_in(cursor, self._state, ks)
-        return self._loop.run(self._state.core.complete(self._state, ks))
+        ks = self._keys(keys)
+        if cursor is None:
+            return self._loop.run(self._state.core.complete(self._state, ks))
+        return self._state.completed(ks, _rows(cursor, self._state.complete_sql(ks)))
 
     def unclaim(self, keys: Optional[Sequence[Any]] = None,
                 cursor: Optional["Cursor[Any]"] = None) -> int:
         """Give back (dlock_unclaim) the claims on keys (default: all the
         batch still holds), keeping their attempts; returns how many."""
-        ks = _keys_arg(self._state, keys)
-        if cursor is not None:
-            return unclaim_in(cursor, self._state, ks)
-        return self._loop.run(self._state.core.unclaim(self._state, ks))
-
-    def __len__(self) -> int:
-        return len(self.rows)
+        ks = self._keys(keys)
+        if cursor is None:
+            return self._loop.run(self._state.core.unclaim(self._state, ks))
+        return self._state.unclaimed(ks, _rows(cursor, self._state.unclaim_sql(ks)))
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         return iter(self.rows)
 
 
-class Claims:
+class Claims(ClaimsBase[Batch, threading.Event]):
     """The claim loop: ``for batch in dlock.claims(...)``.  Also a context
     manager (``with dlock.claims(...) as loop: for batch in loop: ...``)
-    that gives back what is still claimed when the block ends."""
+    that gives back what is still claimed when the block ends.  Arguments
+    as `claims`."""
 
-    def __init__(self, conninfo: str, table: str, holder: str, n: int = 10, ttl: Seconds = 30, *,
-                 filter: Optional[str] = None, order_by: Optional[str] = None,
-                 max_attempts: Optional[int] = None, poll: Seconds = 1.0,
-                 until_empty: bool = False, stop: Optional[threading.Event] = None,
-                 on_lost: Optional[Callable[[Batch], Any]] = None, **connect_kwargs: Any):
-        self._core = ClaimsCore(conninfo, table, holder, n, ttl, filter, order_by,
-                                max_attempts, connect_kwargs)
-        self.holder = holder
-        self.poll = _core.seconds(poll, "poll")
-        self.until_empty = until_empty
-        self.stop = stop if stop is not None else threading.Event()
-        self._on_lost = on_lost
-        self._loop: Optional[LoopThread] = None
-        # weakly: the generator refers to self, and must be closed (its
-        # claims given back) as soon as the for loop drops it
-        self._gen: Optional["weakref.ref[Generator[Batch, None, None]]"] = None
+    _loop: Optional[LoopThread] = None
+    # weakly: the generator refers to self, and must be closed (its
+    # claims given back) as soon as the for loop drops it
+    _gen: Optional["weakref.ref[Generator[Batch, None, None]]"] = None
+
+    def _new_flag(self) -> threading.Event:
+        return threading.Event()
 
     def __iter__(self) -> Iterator[Batch]:
         gen = self._gen() if self._gen is not None else None
@@ -270,7 +124,7 @@ class Claims:
         self.close()
 
 
-async def _start(state: _BatchState) -> None:
+async def _start(state: BatchState) -> None:
     state.keeper.start()
 
 

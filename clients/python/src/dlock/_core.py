@@ -1,4 +1,4 @@
-"""The asyncio core shared by `dlock.lease` and `dlock.aio`.
+"""The asyncio core shared by `dlock.lease`, `dlock.claims` and `dlock.aio`.
 
 Everything here runs in an event loop: the asyncio API's own, or for the
 blocking API a loop in a thread of each lease (or claim loop).  It is a
@@ -18,6 +18,11 @@ thin layer over dlock's SQL functions; the rules it adds are the client's:
   the sending of the last renewal the server confirmed (the server set the
   expiry later than that): the rule of ``dlock run``.  No call outlasts
   that moment: a hung server is like a stopped one.
+
+`LeaseState` (with `OneKeyState` and `AllKeysState`) is everything of a
+lease object but its API's calls: `dlock._lease` and `dlock.aio` add only
+those, plain (in the lease's own thread) or awaited.  The claim loops'
+share is `dlock._claim_core`.
 """
 from __future__ import annotations
 
@@ -29,18 +34,33 @@ import secrets
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Protocol,
+                    Sequence, Tuple, Union)
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
 from ._target import Target
 from .errors import DatabaseError, Error, HolderInUse, LeaseLost, NotAcquired
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+else:
+    Self = Any  # at run time (typing.get_type_hints); for mypy, each class's own type
+
 log = logging.getLogger("dlock")
 
 Seconds = Union[int, float, timedelta]
+
+
+class Flag(Protocol):
+    """A loss or stop signal: a `threading.Event` (the blocking API) or an
+    `asyncio.Event` (the asyncio API)."""
+
+    def is_set(self) -> bool: ...
+
+    def set(self) -> None: ...
+
 
 # SQLSTATEs after which a call is worth repeating on a new connection: the
 # server is going away or not ready, or this one is a standby (25006) that a
@@ -364,22 +384,40 @@ def lease_renewer(conn: Conn, target: Target, holder: str, ttl: float, tokens: L
     return renew
 
 
-class LeaseState:
+class LossSignal:
+    """The loss signal of a lease or of a batch of claims: ``lost`` (a
+    `threading.Event` or an `asyncio.Event`), ``lost_reason``, and the
+    caller's ``on_lost(obj)``, called when the object's `Keeper` declares
+    the loss (once)."""
+
+    lost: Flag
+    lost_reason: Optional[str]
+    _on_lost: Optional[Callable[[Any], Any]]
+
+    def _lose(self, exc: LeaseLost) -> None:
+        self.lost_reason = str(exc)
+        self.lost.set()
+        if self._on_lost is not None:
+            self._on_lost(self)
+
+
+class LeaseState(LossSignal):
     """What `dlock.Lease`, `dlock.Leases` and their asyncio twins share:
     their arguments, checked (the target's keys, ``ttl`` above 0, ``wait``
     at least 0, ``holder`` by default `default_holder`), their state,
-    losing, and the checks of a held lease.  ``lost`` is the event each
-    API waits on (a `threading.Event` or an `asyncio.Event`)."""
+    losing, acquiring and releasing (in the running loop), and the checks
+    of a held lease.  ``lost`` is the event each API waits on (a
+    `threading.Event` or an `asyncio.Event`: the API's `_new_flag`)."""
 
     def __init__(self, conninfo: str, target: Target, ttl: Seconds, wait: Seconds,
                  holder: Optional[str], on_lost: Optional[Callable[[Any], Any]],
-                 connect_kwargs: Dict[str, Any], lost: Any):
+                 connect_kwargs: Dict[str, Any]):
         self._target = target
         self.holder = holder if holder is not None else default_holder()
         self.ttl = seconds(ttl, "ttl")
         self.wait = seconds(wait, "wait", positive=False)
         self._tokens: Optional[List[int]] = None
-        self.lost = lost
+        self.lost = self._new_flag()
         self.lost_reason: Optional[str] = None
         self.released: Optional[bool] = None
         self._on_lost = on_lost
@@ -387,6 +425,10 @@ class LeaseState:
         self._keeper: Optional[Keeper] = None
         self._done = False
         self._unreserve: Callable[[], None] = lambda: None
+
+    def _new_flag(self) -> Flag:
+        """The API's ``lost`` event: a `threading.Event` or an `asyncio.Event`."""
+        raise NotImplementedError
 
     def _reserve(self) -> None:
         """Take the lease's (key, holder) pairs in the process, or raise
@@ -397,19 +439,24 @@ class LeaseState:
         unreserve, self._unreserve = self._unreserve, lambda: None
         unreserve()
 
-    def _lose(self, exc: LeaseLost) -> None:
-        self.lost_reason = str(exc)
-        self.lost.set()
-        if self._on_lost is not None:
-            self._on_lost(self)
-
-    def _held(self, tokens: List[int], sent: float) -> None:
-        """Acquired: keep the tokens, start renewing (in the running loop)."""
+    async def _start(self) -> None:
+        """Acquire (as `acquire`), keep the tokens, start renewing."""
+        tokens, sent = await acquire(self._conn, self._target, self.holder, self.ttl, self.wait)
         self._tokens = tokens
         self._keeper = Keeper(
             self.ttl, sent, lease_renewer(self._conn, self._target, self.holder, self.ttl, tokens),
             self._lose)
         self._keeper.start()
+
+    async def _finish(self, keeper: Keeper, tokens: List[int]) -> Optional[bool]:
+        """Stop renewing and release with tokens (as `release`); then close
+        the connection and give back the (key, holder) pairs."""
+        await keeper.stop()
+        try:
+            return await release(self._conn, self._target, self.holder, tokens, keeper.deadline)
+        finally:
+            await self._conn.close()
+            self._unreserved()  # only now: another lease of this holder would get this token
 
     @property
     def deadline(self) -> float:
@@ -451,65 +498,43 @@ class LeaseState:
         return "held" if self._keeper is not None and not self._done else "not held"
 
 
-# ---------------------------------------------------------------------------
-# claims
-# ---------------------------------------------------------------------------
+class OneKeyState(LeaseState):
+    """What `dlock.Lease` and `dlock.aio.Lease` share: their arguments
+    (one key: a lease, one of ``slots`` places of a counting semaphore, or
+    a shared lease) and the token.  Comes before the API's own base in the
+    class's bases, so that its ``__init__`` is the class's."""
 
-_DESCRIBE = """
-SELECT c.oid::pg_catalog.regclass::text, a.attname::text,
-       pg_catalog.format_type(a.atttypid, a.atttypmod)
-  FROM pg_catalog.pg_index i
-  JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
-  JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
- WHERE i.indrelid = %s::pg_catalog.regclass AND i.indisprimary AND i.indnatts = 1
-"""
+    def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
+                 holder: Optional[str] = None,
+                 on_lost: Optional[Callable[[Self], Any]] = None,
+                 slots: Optional[int] = None, shared: bool = False,
+                 **connect_kwargs: Any):
+        target = Target.one(key, slots, shared)
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
+        self.key = key
+        self.slots = slots
+        self.shared = target.shared
 
-
-class ClaimTable:
-    """A claim table: its name as the server spells it, its primary key
-    column and type (for the keys arrays of dlock_complete and dlock_unclaim)."""
-
-    def __init__(self, name: str, pk: str, pktype: str):
-        self.name = name
-        self.pk = pk
-        self.pktype = pktype
-        self.claim_sql = sql.SQL(
-            "SELECT * FROM dlock_claim(NULL::{}, %s, %s, %s::interval, %s, %s, %s)"
-        ).format(sql.SQL(name))
-        self.complete_sql = sql.SQL(
-            "SELECT k FROM dlock_complete(%s::regclass, %s, %s::{}[]) AS c(k)"
-        ).format(sql.SQL(pktype))
-        self.unclaim_sql = sql.SQL(
-            "SELECT dlock_unclaim(%s::regclass, %s, %s::{}[])").format(sql.SQL(pktype))
-        self.unclaim_all_sql = sql.SQL("SELECT dlock_unclaim(%s::regclass, %s)")
-        self.renew_sql = sql.SQL("SELECT dlock_renew_claims(%s::regclass, %s, %s::interval)")
+    @property
+    def token(self) -> Optional[int]:
+        """The fencing token (None before the acquire)."""
+        return None if self._tokens is None else self._tokens[0]
 
 
-async def describe(conn: Conn, table: str, deadline: float) -> ClaimTable:
-    try:
-        rows = await conn.call(_DESCRIBE, (table,), deadline, rows=True)
-    except Exception as exc:
-        raise wrap(exc, f"claim table {table!r}")
-    if not rows:
-        raise Error(f"{table!r} has no single-column primary key: dlock_claim needs one")
-    r = list(rows[0].values())
-    return ClaimTable(r[0], r[1], r[2])
+class AllKeysState(LeaseState):
+    """What `dlock.Leases` and `dlock.aio.Leases` share: their arguments
+    (several keys, all or none) and the tokens.  Comes before the API's
+    own base in the class's bases, as `OneKeyState`."""
 
+    def __init__(self, conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds = 0, *,
+                 holder: Optional[str] = None,
+                 on_lost: Optional[Callable[[Self], Any]] = None,
+                 **connect_kwargs: Any):
+        target = Target.all(keys)
+        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
+        self.keys: List[str] = list(target.unique)
 
-async def call_retrying(conn: Conn, what: str, query: Any, params: Sequence[Any],
-                        timeout: float, rows: bool = False) -> Any:
-    """A call repeated on a new connection while the server is unreachable,
-    up to timeout seconds; DatabaseError at the end or for a server error."""
-    deadline = now() + timeout
-    while True:
-        try:
-            return await conn.call(query, params, deadline, rows=rows)
-        except Exception as exc:
-            if not retryable(exc) or now() + 0.2 >= deadline:
-                raise wrap(exc, what)
-            await asyncio.sleep(0.2)
-
-
-def claim_params(holder: str, n: int, ttl: float, filter: Optional[str],
-                 order_by: Optional[str], max_attempts: Optional[int]) -> List[Any]:
-    return [holder, n, timedelta(seconds=ttl), filter, order_by, max_attempts]
+    @property
+    def tokens(self) -> Dict[str, int]:
+        """key -> fencing token (empty before the acquire)."""
+        return {} if self._tokens is None else dict(zip(self.keys, self._tokens))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Sequence, Type
+from typing import Any, Callable, Optional, Sequence, Type
 
 from psycopg import Cursor
 from psycopg.rows import tuple_row
@@ -12,24 +12,21 @@ from psycopg.rows import tuple_row
 from . import _core
 from ._core import Seconds
 from ._loop import LoopThread
-from ._target import Target
-from .errors import Error, LeaseLost
+from .errors import Error
 
 __all__ = ["Lease", "lease", "Leases", "leases"]
 
 
 class _Held(_core.LeaseState):
     """The blocking API of what `Lease` and `Leases` share: acquiring,
-    releasing, ``with``, and fenced statements."""
+    releasing, ``with``, and fenced statements, each a call of the
+    asyncio core in the lease's own thread (a `LoopThread`)."""
 
     lost: threading.Event
+    _loop: Optional[LoopThread] = None
 
-    def __init__(self, conninfo: str, target: Target, ttl: Seconds, wait: Seconds,
-                 holder: Optional[str], on_lost: Optional[Callable[[Any], Any]],
-                 connect_kwargs: Any):
-        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs,
-                         threading.Event())
-        self._loop: Optional[LoopThread] = None
+    def _new_flag(self) -> threading.Event:
+        return threading.Event()
 
     # -- acquiring and releasing ------------------------------------------
     def _acquire(self) -> None:
@@ -48,10 +45,6 @@ class _Held(_core.LeaseState):
             self._unreserved()
             raise
 
-    async def _start(self) -> None:
-        tokens, sent = await _core.acquire(self._conn, self._target, self.holder, self.ttl, self.wait)
-        self._held(tokens, sent)
-
     def release(self) -> Optional[bool]:
         """Stop renewing and release with the token(s).  Returns the
         server's answer (False: lost already; of several keys, one at
@@ -61,21 +54,12 @@ class _Held(_core.LeaseState):
             return self.released
         self._done = True
         try:
-            self.released = self._loop.run(self._finish())
+            keeper = self._keeper
+            assert keeper is not None and self._tokens is not None
+            self.released = self._loop.run(self._finish(keeper, self._tokens))
         finally:
             self._loop.stop()
         return self.released
-
-    async def _finish(self) -> Optional[bool]:
-        keeper = self._keeper
-        assert keeper is not None and self._tokens is not None
-        await keeper.stop()
-        try:
-            return await _core.release(self._conn, self._target, self.holder, self._tokens,
-                                       keeper.deadline)
-        finally:
-            await self._conn.close()
-            self._unreserved()  # only now: another lease of this holder would get this token
 
     def __exit__(self, exc_type: Optional[Type[BaseException]],
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
@@ -120,7 +104,7 @@ class _Held(_core.LeaseState):
         self._loop.run(declare())
 
 
-class Lease(_Held):
+class Lease(_core.OneKeyState, _Held):
     """A lease on ``key``: acquired by ``with`` (or `acquire`), renewed every
     ttl/3 on a connection of its own, released (with its token) at the end
     of the block, whether it raised or not.
@@ -140,22 +124,6 @@ class Lease(_Held):
     when unreachable).
     """
 
-    def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
-                 holder: Optional[str] = None,
-                 on_lost: Optional[Callable[["Lease"], Any]] = None,
-                 slots: Optional[int] = None, shared: bool = False,
-                 **connect_kwargs: Any):
-        target = Target.one(key, slots, shared)
-        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
-        self.key = key
-        self.slots = slots
-        self.shared = target.shared
-
-    @property
-    def token(self) -> Optional[int]:
-        """The fencing token (None before the acquire)."""
-        return None if self._tokens is None else self._tokens[0]
-
     def acquire(self) -> "Lease":
         """Acquire the key, waiting up to ``wait`` seconds; raises
         `NotAcquired` if someone else kept it, `DatabaseError` on errors
@@ -171,7 +139,7 @@ class Lease(_Held):
         return f"<dlock.Lease {self.key!r}{shape} holder={self.holder!r} token={self.token} {self._state()}>"
 
 
-class Leases(_Held):
+class Leases(_core.AllKeysState, _Held):
     """Several keys, all or none (``dlock_acquire_all``): acquired by
     ``with`` (or `acquire`), each an ordinary lease with its own token,
     renewed together every ttl/3 on a connection of their own, released
@@ -182,19 +150,6 @@ class Leases(_Held):
     ``wait``, ``lost``, ``lost_reason``, ``released`` (True when every key
     was still held and is released).
     """
-
-    def __init__(self, conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds = 0, *,
-                 holder: Optional[str] = None,
-                 on_lost: Optional[Callable[["Leases"], Any]] = None,
-                 **connect_kwargs: Any):
-        target = Target.all(keys)
-        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
-        self.keys: List[str] = list(target.unique)
-
-    @property
-    def tokens(self) -> Dict[str, int]:
-        """key -> fencing token (empty before the acquire)."""
-        return {} if self._tokens is None else dict(zip(self.keys, self._tokens))
 
     def acquire(self) -> "Leases":
         """Acquire every key or none, waiting up to ``wait`` seconds in all;

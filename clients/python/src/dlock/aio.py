@@ -7,31 +7,28 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Type
+from typing import Any, AsyncIterator, Callable, List, Optional, Sequence, Tuple, Type
 
 from psycopg import AsyncCursor
 from psycopg.rows import tuple_row
 
 from . import _core
-from ._claims import ClaimsCore, _BatchState, _keys_arg
+from ._claim_core import BatchBase, BatchState, ClaimsBase, Sql
 from ._core import Seconds
-from ._target import Target
-from .errors import Error, LeaseLost
+from .errors import Error
 
 __all__ = ["Lease", "lease", "Leases", "leases", "Batch", "Claims", "claims"]
 
 
 class _Held(_core.LeaseState):
-    """The asyncio API of what `Lease` and `Leases` share."""
+    """The asyncio API of what `Lease` and `Leases` share: the calls of
+    the asyncio core, awaited in the running loop."""
 
     lost: asyncio.Event
+    _started = False
 
-    def __init__(self, conninfo: str, target: Target, ttl: Seconds, wait: Seconds,
-                 holder: Optional[str], on_lost: Optional[Callable[[Any], Any]],
-                 connect_kwargs: Any):
-        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs,
-                         asyncio.Event())
-        self._started = False
+    def _new_flag(self) -> asyncio.Event:
+        return asyncio.Event()
 
     async def _acquire(self) -> None:
         if self._started:
@@ -39,14 +36,12 @@ class _Held(_core.LeaseState):
         self._started = True
         self._reserve()
         try:
-            tokens, sent = await _core.acquire(self._conn, self._target, self.holder,
-                                               self.ttl, self.wait)
+            await self._start()
         except BaseException:
             self._done = True
             await self._conn.close()
             self._unreserved()
             raise
-        self._held(tokens, sent)
 
     async def release(self) -> Optional[bool]:
         """Stop renewing and release with the token(s); the server's answer
@@ -59,15 +54,6 @@ class _Held(_core.LeaseState):
         # finish even if the calling task is cancelled meanwhile
         self.released = await asyncio.shield(self._finish(keeper, self._tokens))
         return self.released
-
-    async def _finish(self, keeper: _core.Keeper, tokens: List[int]) -> Optional[bool]:
-        await keeper.stop()
-        try:
-            return await _core.release(self._conn, self._target, self.holder, tokens,
-                                       keeper.deadline)
-        finally:
-            await self._conn.close()
-            self._unreserved()  # only now: another lease of this holder would get this token
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
@@ -96,28 +82,12 @@ class _Held(_core.LeaseState):
         return cursor
 
 
-class Lease(_Held):
+class Lease(_core.OneKeyState, _Held):
     """The asyncio twin of `dlock.Lease` (``slots`` and ``shared`` too):
     ``lost`` is an `asyncio.Event`, `execute` takes an `AsyncCursor`, the
     rest is the same.  A task cancelled inside the block releases the lease
     on its way out; one cancelled while it waits to acquire leaves nothing
     held."""
-
-    def __init__(self, conninfo: str, key: str, ttl: Seconds = 30, wait: Seconds = 0, *,
-                 holder: Optional[str] = None,
-                 on_lost: Optional[Callable[["Lease"], Any]] = None,
-                 slots: Optional[int] = None, shared: bool = False,
-                 **connect_kwargs: Any):
-        target = Target.one(key, slots, shared)
-        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
-        self.key = key
-        self.slots = slots
-        self.shared = target.shared
-
-    @property
-    def token(self) -> Optional[int]:
-        """The fencing token (None before the acquire)."""
-        return None if self._tokens is None else self._tokens[0]
 
     async def acquire(self) -> "Lease":
         """Acquire the key, waiting up to ``wait``; raises `NotAcquired`."""
@@ -128,21 +98,8 @@ class Lease(_Held):
         return await self.acquire()
 
 
-class Leases(_Held):
+class Leases(_core.AllKeysState, _Held):
     """The asyncio twin of `dlock.Leases`: every key or none."""
-
-    def __init__(self, conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds = 0, *,
-                 holder: Optional[str] = None,
-                 on_lost: Optional[Callable[["Leases"], Any]] = None,
-                 **connect_kwargs: Any):
-        target = Target.all(keys)
-        super().__init__(conninfo, target, ttl, wait, holder, on_lost, connect_kwargs)
-        self.keys: List[str] = list(target.unique)
-
-    @property
-    def tokens(self) -> Dict[str, int]:
-        """key -> fencing token (empty before the acquire)."""
-        return {} if self._tokens is None else dict(zip(self.keys, self._tokens))
 
     async def acquire(self) -> "Leases":
         """Acquire every key or none, waiting up to ``wait`` in all; raises
@@ -170,80 +127,46 @@ def leases(conninfo: str, keys: Sequence[str], ttl: Seconds = 30, wait: Seconds 
     return Leases(conninfo, keys, ttl, wait, holder=holder, on_lost=on_lost, **connect_kwargs)
 
 
-class Batch:
+async def _rows(cursor: "AsyncCursor[Any]", query: Sql) -> List[Tuple[Any, ...]]:
+    """query's rows, run on cursor's connection (in its transaction)."""
+    async with cursor.connection.cursor(row_factory=tuple_row) as c:
+        await c.execute(*query)
+        return await c.fetchall()
+
+
+class Batch(BatchBase):
     """The asyncio twin of `dlock.Batch` (``lost`` is an `asyncio.Event`)."""
 
-    def __init__(self, state: _BatchState, on_lost: Optional[Callable[["Batch"], Any]]):
-        self._state = state
-        self.rows = state.rows
-        self.keys = list(state.keys)
-        self.lost = asyncio.Event()
-        self.lost_reason: Optional[str] = None
-        self._on_lost = on_lost
-        state.on_lost = self._lose
+    lost: asyncio.Event
 
-    def _lose(self, exc: LeaseLost) -> None:
-        self.lost_reason = str(exc)
-        self.lost.set()
-        if self._on_lost is not None:
-            self._on_lost(self)
-
-    @property
-    def outstanding(self) -> List[Any]:
-        return list(self._state.outstanding)
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise LeaseLost(f"claims lost: {self.lost_reason}")
-        if _core.now() >= self._state.keeper.deadline:
-            raise LeaseLost("claims lost: no renewal confirmed within the ttl")
+    def __init__(self, state: BatchState, on_lost: Optional[Callable[["Batch"], Any]]):
+        super().__init__(state, on_lost, asyncio.Event())
 
     async def complete(self, keys: Optional[Sequence[Any]] = None,
                        cursor: Optional["AsyncCursor[Any]"] = None) -> List[Any]:
         """As `dlock.Batch.complete`."""
-        ks = _keys_arg(self._state, keys)
+        ks = self._keys(keys)
         if cursor is None:
             return await self._state.core.complete(self._state, ks)
-        t = self._state.table
-        async with cursor.connection.cursor(row_factory=tuple_row) as c:
-            await c.execute(t.complete_sql, (t.name, self._state.core.holder, ks))
-            done = [r[0] for r in await c.fetchall()]
-        self._state.forget(ks)
-        return done
+        return self._state.completed(ks, await _rows(cursor, self._state.complete_sql(ks)))
 
     async def unclaim(self, keys: Optional[Sequence[Any]] = None,
                       cursor: Optional["AsyncCursor[Any]"] = None) -> int:
         """As `dlock.Batch.unclaim`."""
-        ks = _keys_arg(self._state, keys)
+        ks = self._keys(keys)
         if cursor is None:
             return await self._state.core.unclaim(self._state, ks)
-        t = self._state.table
-        async with cursor.connection.cursor(row_factory=tuple_row) as c:
-            await c.execute(t.unclaim_sql, (t.name, self._state.core.holder, ks))
-            row = await c.fetchone()
-        self._state.forget(ks)
-        return int(row[0] if row else 0)
-
-    def __len__(self) -> int:
-        return len(self.rows)
+        return self._state.unclaimed(ks, await _rows(cursor, self._state.unclaim_sql(ks)))
 
 
-class Claims:
-    """``async for batch in dlock.aio.claims(...)``; also ``async with``."""
+class Claims(ClaimsBase[Batch, asyncio.Event]):
+    """``async for batch in dlock.aio.claims(...)``; also ``async with``.
+    Arguments as `claims`."""
 
-    def __init__(self, conninfo: str, table: str, holder: str, n: int = 10, ttl: Seconds = 30, *,
-                 filter: Optional[str] = None, order_by: Optional[str] = None,
-                 max_attempts: Optional[int] = None, poll: Seconds = 1.0,
-                 until_empty: bool = False, stop: Optional[asyncio.Event] = None,
-                 on_lost: Optional[Callable[[Batch], Any]] = None, **connect_kwargs: Any):
-        self._core = ClaimsCore(conninfo, table, holder, n, ttl, filter, order_by,
-                                max_attempts, connect_kwargs)
-        self.holder = holder
-        self.poll = _core.seconds(poll, "poll")
-        self.until_empty = until_empty
-        self.stop = stop if stop is not None else asyncio.Event()
-        self._on_lost = on_lost
-        self._gen: Optional[AsyncIterator[Batch]] = None
+    _gen: Optional[AsyncIterator[Batch]] = None
+
+    def _new_flag(self) -> asyncio.Event:
+        return asyncio.Event()
 
     def __aiter__(self) -> AsyncIterator[Batch]:
         if self._gen is None:
