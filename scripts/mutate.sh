@@ -5,14 +5,18 @@
 #   sudo bash scripts/mutate.sh              # every mutant, about 25 minutes (2 cores)
 #   sudo bash scripts/mutate.sh no-fifo      # only the ones named
 #   sudo bash scripts/mutate.sh --all-tests [NAME...]   # which tests kill each one
+#   bash scripts/mutate.sh --check [NAME...]  # each one's text is in one place
 #
-# Each mutant below is one small deliberate breakage of one promise, made in
-# a copy of the source (the repository is not touched), and the tests that
-# guard that promise.  For each mutant the script applies the change (it
-# fails if the text to change is not there exactly once: update the list
-# with the code), runs scripts/test.sh on the copy with DLOCK_ONLY set to
-# those tests, and expects it to fail.  A mutant the tests let through
-# "survived": the promise is not tested, and the exit status is non-zero.
+# Each mutant of scripts/mutants.txt is one small deliberate breakage of one
+# promise, made in a copy of the source (the repository is not touched),
+# and the tests that guard that promise.  A mutant names the function its
+# text is in, not the file (scripts/mutants.txt says how): the script
+# finds the function's definition in the copy and changes the text there
+# (the mutant is broken if the function is not found, or found twice, or
+# if the text is not in it exactly once: update the list with the code),
+# runs scripts/test.sh on the copy with DLOCK_ONLY set to those tests, and
+# expects it to fail.  A mutant the tests let through "survived": the
+# promise is not tested, and the exit status is non-zero.
 # A mutant that does not build counts as a failure of this script, not as
 # killed.  A mutant may take several lines (the same name on consecutive
 # lines): all their changes are made in one copy, and it runs the tests of
@@ -50,19 +54,25 @@
 # in the run's build or test directories, then removes its copies.  After
 # every run, a server left running there is stopped and reported.
 #
-# MUTANTS_BUDGET=SECONDS (CI: what is left of its 55 minutes) starts no
-# mutant once that time is spent, and runs the mutants of the files changed
-# since the last release first (below, "MUTANTS_BUDGET").
+# MUTANTS_BUDGET=SECONDS (CI: what is left of its 45 minutes) starts no
+# mutant once that time is spent, and runs first the mutants whose
+# functions are in files changed since the last release (below,
+# "MUTANTS_BUDGET").
 #
 # MUTANTS_JOBS=N (CI: 2) runs the mutants in N lanes side by side, each
 # with its own copy of PostgreSQL (not with DLOCK_PG_BIN).  Mutants share
 # one build: each starts from the control run's and recompiles only the
 # files it changed (DLOCK_BUILD_CACHE, scripts/lib.sh).
 #
+# --check: no test is run and no root is needed; every mutant (or the ones
+# named) must find its text exactly once in its place, and every test the
+# mutants name must exist.  Prints what is wrong, and fails if anything is;
+# t/090_readme.pl runs it on every scripts/test.sh run.
+#
 # Run it before every release; add a mutant with every promise the README
 # makes.  Environment: MUTANTS_KEEP=1 keeps the copies and logs;
 # MUTANTS_REINSTALL=0 skips the reinstall into DLOCK_PG_BIN; MUTANTS_LIST=FILE
-# runs the mutants of FILE instead of the list below.  The directories
+# runs the mutants of FILE instead of scripts/mutants.txt.  The directories
 # of every scripts/test.sh run (build, test) are removed after it, whatever
 # its outcome; its log stays in the work directory while the script runs.
 # scripts/test-mutate.sh tests this script.
@@ -72,244 +82,308 @@ set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "scripts/mutate.sh must run as root (it runs scripts/test.sh)." >&2
-    exit 1
-fi
-
 ALL_TESTS=${MUTANTS_ALL_TESTS:-0}
+CHECK=0
 args=()
 for a in "$@"; do
     case "$a" in
         --all-tests) ALL_TESTS=1 ;;
+        --check) CHECK=1 ;;
         -*) echo "scripts/mutate.sh: unknown option $a" >&2; exit 64 ;;
         *) args+=("$a") ;;
     esac
 done
 set -- ${args[@]+"${args[@]}"}
 
-# name @ file @ text to replace @ replacement @ tests (DLOCK_ONLY entries:
-# regress:NAME isolation:NAME tap:NNN_name, and `clients` for the Python and
-# Node clients; in the texts, \t is a tab and \n a newline; a line that
-# starts with # is a comment: a topic's heading)
-MUTANTS=$(cat <<'EOF'
-no-wake-at-expiry@src/lease/lease_acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/lease/lease_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
-handover-to-xact-block@src/lease/lease_acquire.c@slots == 1 && dlock_xact_alone());@slots == 1);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
-handover-ignores-withdrawal@src/lease/lease_handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
-handover-not-flushed@src/wait/wait_sleep.c@\tXLogFlush(lsn);@\t(void) lsn;@tap:016_release_flush
-no-wake-on-release@src/lease/lease_xact.c@woke |= dlock_wait_wake_key(*(uint64 *) lfirst(lc));@(void) lc;@isolation:wait_wake_release tap:015_wake
-no-fence@src/lease/lease_sql.c@PG_RETURN_BOOL(dlock_lease_validate(key, holder, token));@(void) dlock_lease_validate(key, holder, token);\n\tPG_RETURN_BOOL(true);@regress:lease_basic isolation:lease_validate_fence
-release-always-async@src/lease/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = true;@tap:016_release_flush
-release-never-async@src/lease/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pending = false;@\tasync_candidate = false;\n\tasync_pending = false;@tap:016_release_flush
-release-async-sticks@src/lease/lease_xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:018_release_flush_after
-tokens-plain-sequence@src/base/base_token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
-no-fifo@src/wait/wait_queue.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
-no-role-check@src/lease/lease.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
-views-show-all@src/views/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
-wait0-sleeps@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
-wait0-waits@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
-wait-ends-early@src/lease/lease_acquire.c@slots, hash, start + wait_us,@slots, hash, start + wait_us / 2,@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
-wait-ends-at-wakeup@src/lease/lease_acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
-acquire-waits-for-open-xact@src/lease/lease_decide.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
-wrong-holder-waits@src/lease/lease_decide.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tDlockKeyLock k = lease_keylock(key);\n\n\t\t\tdlock_key_lock(&k, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
-ttl-from-xact-start@src/lease/lease_decide.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
-renew-from-xact-start@src/lease/lease_decide.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
-expiry-at-xact-start@src/lease/lease_decide.c@\th->now = GetCurrentTimestamp();\n\th->slot = slot;@\th->now = GetCurrentTransactionStartTimestamp();\n\th->slot = slot;@regress:lease_basic regress:time_promises
-claims-ttl-from-xact-start@src/claim/claim_batch.c@\tnow = GetCurrentTimestamp();\n\tclaimed = decide_and_write(@\tnow = GetCurrentTransactionStartTimestamp();\n\tclaimed = decide_and_write(@regress:time_promises isolation:time_at_once
-claims-ttl-from-xact-start@src/claim/claim_batch.c@#include "access/htup_details.h"\n@#include "access/htup_details.h"\n#include "access/xact.h"\n@regress:time_promises isolation:time_at_once
-claim-renew-from-xact-start@src/claim/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
-claims-wait-for-claimers@src/claim/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
-claims-wait-for-keylock@src/claim/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tdlock_key_lock(&cc->kl, ExclusiveLock);\n\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
-takeover-reuses-token@src/lease/lease_decide.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
-max-attempts-ignored@src/claim/claim_batch.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
-claim-batch-n-plus-1@src/claim/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
-claim-batch-n-plus-1@src/claim/claim_take.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
-unclaim-of-others@src/claim/claim_store_spi.c@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND holder" EQ "$2 AND owner" EQ "$3"@"ANY ($4)"\n\t\t\t\t\t\t\t  "   AND $2::text IS NOT NULL AND $3::oid IS NOT NULL"@regress:claim_basic regress:time_promises isolation:time_at_once
-unclaim-of-others@src/claim/claim_store_spi.c@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND holder" EQ "$3 AND owner" EQ "$4"@"   SET holder = NULL, owner = NULL,"\n\t\t\t\t\t\t\t\t\t\t\t\t"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"\n\t\t\t\t\t\t\t\t\t\t\t\t"   AND $3::text IS NOT NULL AND $4::oid IS NOT NULL"@regress:claim_basic
-no-claim-recheck@src/claim/claim_batch.c@\t\tif (!found[k])\n\t\t\tcc->fresh = true;@\t\tif (true)\n\t\t\tcc->fresh = true;@isolation:claim_race_committed tap:070_claim_exactly_once
-no-claim-keylock@src/claim/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tcc->locked = true;@isolation:claim_complete_fence isolation:claim_complete_vs_takeover
-no-row-check@src/claim/claim_unheld.c@\theld = dlock_claim_probe_held(a->probe, key, &settled_until);@\theld = false;\n\tsettled_until = 0;@regress:claim_ranges isolation:claim_inflight
-hints-outlive-giveback@src/claim/claim_manage.c@\tdlock_claim_returns_bump();\n\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@\tdlock_spi_begin(&spi);\n\targ.holder = holder;\n\targ.role = spi.caller;\n\t/* only its own@regress:claim_ranges isolation:time_at_once
-hints-outlive-rollback@src/claim/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_PREPARE))@regress:claim_ranges isolation:claim_hint_shared
-hints-outlive-prepare@src/claim/claim_hint.c@\t\t(event == XACT_EVENT_ABORT || event == XACT_EVENT_PREPARE))@\t\t(event == XACT_EVENT_ABORT))@tap:075_two_phase
-no-claim-fence@src/claim/claim_sql.c@PG_RETURN_BOOL(dlock_claim_check(t, key, holder));@(void) dlock_claim_check(t, key, holder);\n\tPG_RETURN_BOOL(true);@regress:claim_basic isolation:claim_complete_fence
-no-claim-access-check@src/claim/claim_target.c@\tif (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK &&@\tif (false &&@regress:claim_roles regress:claim_review regress:claim_errors
-hints-outlive-savepoint@src/claim/claim_hint.c@\tif (event == SUBXACT_EVENT_ABORT_SUB && published_in_xact)@\tif (false)@regress:claim_ranges isolation:claim_hint_shared
-hints-published-at-end-only@src/claim/claim_unheld.c@\tif (a->nlead % 128 == 0)@\tif (false)@isolation:claim_hint_shared
-views-locks-own-snapshot@src/views/views_sql.c@emit_visible(fcinfo, &spi, dlock_lease_store_read_live(), 3, 0, 0);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT key, holder, owner::regrole, token, acquired_at, expires_at FROM dlock.lease WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 3, 0, 0);@isolation:views_latest isolation:time_at_once
-views-claims-own-snapshot@src/views/views_sql.c@emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);@emit_visible(fcinfo, &spi, (SPI_execute("SELECT relid::regclass, COALESCE(long_key, key), holder, owner::regrole, token, claimed_at, expires_at, attempts FROM dlock.claim WHERE holder IS NOT NULL AND expires_at > clock_timestamp()", true, 0), SPI_processed), 4, 1, 2);@isolation:views_latest isolation:time_at_once
-no-waiters-shown@src/views/views_sql.c@\tn = dlock_wait_list(&w);@\tn = 0 * dlock_wait_list(&w);@isolation:views_latest
-cleanup-deletes-live-leases@src/maint/maint_sweep.c@TimestampTz before = GetCurrentTimestamp() - idle_us;@TimestampTz before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
-cleanup-deletes-live-claims@src/maint/maint_sweep.c@TimestampTz idle_before = GetCurrentTimestamp() - idle_us;@TimestampTz idle_before = GetCurrentTimestamp() + USECS_PER_DAY;@regress:promises regress:idle_sweep
-cleanup-deletes-poisoned@src/claim/claim_store_spi.c@"      AND c.poisoned_at IS NULL"@"      AND true"@regress:promises regress:idle_sweep
-unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
-unpinned-unlisted@dlock--0.5.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
-full-script-drifts@dlock--0.5.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
-unpinned-reaches-spi@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t{\n\t\t\textern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);\n\n\t\t\t(void) dlock_lease_sweep(1, 1, false);\n\t\t}@tap:092_no_search_path
-no-lease-sweep@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
-no-claim-sweep@src/claim/claim_take.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
-no-claim-schema-check@src/claim/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
-fence-wait-polls@src/base/base_keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
-no-count-extended@src/lease/lease_acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-no-count-renewals@src/lease/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-no-count-validation-failures@src/lease/lease_decide.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-claim-keys-as-written@src/claim/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys isolation:claim_key_spellings
-claim-fence-unlocked@src/claim/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
-targets-miss-schema-rename@src/claim/claim_target.c@\t\tCacheRegisterSyscacheCallback(NAMESPACEOID, target_syscache_callback, (Datum) 0);@\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-stay-in-detached-rows-tree@src/claim/claim_ddl.c@\t\t\t\tclaims_follow_detach(before->relid, p->relid);@\t\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-outlive-key-change@src/claim/claim_ddl.c@\t\t\tdlock_claim_ddl_forget(now.relid);@\t\t\t(void) 0;@regress:claim_ddl isolation:claim_ddl_sessions
-claims-miss-enum-rename@src/claim/claim_ddl_type.c@\t\tif (getBaseType(f.type) == types[0])@\t\tif (false)@regress:claim_ddl isolation:claim_ddl_sessions
-fence-on-rowless-key@src/claim/claim_sql.c@\tif (!exists)\n\t\tPG_RETURN_BOOL(false);@\tif (false)\n\t\tPG_RETURN_BOOL(false);@regress:claim_ddl
-long-keys-inline@src/claim/claim_key.c@\tif (len <= DLOCK_CLAIM_KEY_INLINE_BYTES &&@\tif (true &&@regress:claim_long_keys
-long-key-text-lost@src/claim/claim_store.c@isnull[Anum_long_key - 1] = fulls[i] == keys[i];@isnull[Anum_long_key - 1] = true;@regress:claim_long_keys
-unheld-tells-hidden-rows@src/claim/claim_unheld.c@\tif (!dlock_claim_row_visible(t, value, type))\n\t\treturn true;@\tif (false)\n\t\treturn true;@regress:claim_rls isolation:claim_rls_wait
-unheld-ticket-ignored@src/claim/claim_unheld.c@\tif (ticket == dlock_claim_ticket())@\tif (true)@regress:claim_rls
-views-ignore-row-security@src/views/views_sql.c@\t\t\t\t\tcheck_enable_rls(relid, caller, true) == RLS_ENABLED &&@\t\t\t\t\tfalse &&@regress:claim_rls
-fence-waits-for-hidden-rows@src/claim/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tdlock_key_lock(&kl, ShareLock);\n\tif (false)\n\t{@isolation:claim_rls_wait
-unclaim-all-keys-at-once@src/claim/claim_manage.c@\t\t\t\t\t\t\t\t\t\t\t KEY_CHUNK, &n);@\t\t\t\t\t\t\t\t\t\t\t 100000000, &n);@tap:078_claims_bulk
-release-all-keys-at-once@src/claim/claim_manage.c@after_key, KEY_CHUNK, &keys,@after_key, 100000000, &keys,@tap:078_claims_bulk
-watch-savepoint-rollback-sent@src/watch/watch_notify.c@\t\t\tevents = foreach_delete_current(events, lc);@\t\t\t(void) lc;@tap:095_watch
-watch-ignores-role@src/watch/watch_registry.c@\treturn superuser_arg(role) ||@\treturn true ||@tap:095_watch
-watch-no-expiry@src/watch/watch_expiry.c@\t\t\tdlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@\t\t\tif (false) dlock_watch_expired(key, ls[i].holder, ls[i].owner, ls[i].token,@tap:095_watch
-watch-expiry-while-live@src/watch/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held)@tap:095_watch
-watch-expiry-twice@src/watch/watch_notify.c@\t\t\tev->expires_at <= expired_through_before(&w[i]))@\t\t\tfalse)@tap:095_watch
-watch-joins-unsafely@src/watch/watch_session.c@\t\tdlock_watch_after_add(key);@\t\t(void) 0;@tap:095_watch
-watch-no-handover-grant@src/lease/lease_handover.c@\t\tif (dlock_lease_events != NULL)\n\t\t\tdlock_lease_events->granted(key, DLOCK_CAUSE_HANDOVER,@\t\tif (false)\n\t\t\tdlock_lease_events->granted(key, DLOCK_CAUSE_HANDOVER,@tap:095_watch
-watch-worker-not-restarted@src/watch/watch_worker.c@\tbgw.bgw_restart_time = 5;@\tbgw.bgw_restart_time = BGW_NEVER_RESTART;@tap:095_watch
-watch-rolled-back-watch-stays@src/watch/watch_session.c@\t\t: (op->add && !op->readd))@\t\t: false)@regress:watch
-watch-leader-shows-all@src/watch/watch_session.c@return found && dlock_watch_role_sees(GetUserId(), l->owner);@return found;@regress:watch
-watch-expiry-slot-0-only@src/watch/watch_expiry.c@\t\tif (ls[i].held && ls[i].expires_at <= now)@\t\tif (ls[i].held && ls[i].expires_at <= now && ls[i].slot == 0)@tap:098_watch_shapes
-watch-expiry-mark-not-moved@src/watch/watch_expiry.c@\tdlock_watch_read_through(key, now);@\t(void) 0;@tap:098_watch_shapes
-watch-expiry-mark-after-read@src/watch/watch_notify.c@\t\t\treturn c->previous;@\t\t\treturn c->through;@tap:098_watch_shapes
-watch-abandoned-not-released@src/maint/maint_worker.c@\t\tdlock_watch_abandoned(key, holder, a->owner, a->token, a->expires_at);@\t\t(void) 0;@tap:098_watch_shapes
-watch-expiry-lock-given-back-early@src/watch/watch_expiry.c@\tif (ran_out)@\tif (false)@tap:099_watch_once
-watch-abandoned-released-twice@src/watch/watch_notify.c@\tif (n > 0 && ev->abandoned && !claim_release(ev->token))@\tif (false)@tap:099_watch_once
-watch-leader-slot-0-only@src/watch/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
-watch-abandoned-taken-not-released@src/lease/lease_decide.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
-abandon-nothing-on-abort@src/lease/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
-abandoned-grants-read-held@src/lease/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
-abandoned-rows-kept@src/maint/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned
-releaser-keeps-orphan-grant@src/lease/lease_handover.c@\t\tcommitted && p->committing)@\t\tfalse && p->committing)@tap:097_abandoned
-wait-ignores-closed-client@src/wait/wait_sleep.c@(sock != PGINVALID_SOCKET ? WL_SOCKET_CLOSED : 0)@0@tap:097_abandoned
-commit-for-gone-client@src/lease/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\t\t\t\tif (false)@tap:097_abandoned
-waiter-exit-keeps-grant@src/lease/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
-release-all-keeps-key-locks@src/lease/lease_decide.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
-decide-on-row-being-freed@src/lease/lease_decide.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
-take-over-row-being-freed@src/lease/lease_read.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
-sweep-at-once@src/base/base_worker.c@\t\tlease_sweep_drawn = true;\n}@\t{\n\t\textern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);\n\n\t\t(void) dlock_lease_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC, 64, false);\n\t}\n}@isolation:sweep_no_block
-claim-sweep-at-once@src/base/base_worker.c@\t\tclaim_sweep_drawn = true;\n}@\t{\n\t\textern int64 dlock_claim_sweep(int64 idle_us, int limit);\n\n\t\t(void) dlock_claim_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC, 256);\n\t}\n}@isolation:claim_sweep_no_block
-claim-write-over-swept-row-fails@src/claim/claim_store.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
-cleanup-in-callers-transaction@src/maint/maint_worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
-write-over-swept-row-fails@src/lease/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
-slots-limit-ignored@src/base/base_args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
-slots-mismatch-unchecked@src/lease/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))\n\t\tdlock_slots_mismatch(r.key_slots, slots);@\t(void) r.key_slots;@regress:lease_slots
-slots-lease-mismatch-unchecked@src/lease/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))@\tif (r.live > 0 && r.key_slots != 1 && !dlock_slots_compatible(r.key_slots, slots))@regress:lease_slots
-slots-queue-mismatch-unchecked@src/lease/lease_acquire.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race
-slots-one-too-many@src/lease/lease_read.c@\tslot = r.occupied < cap ? free_slot(key, &r, cap, locked) : -1;@\tslot = r.occupied <= cap ? free_slot(key, &r, cap + 1, locked) : -1;@regress:lease_slots isolation:slots_race tap:036_semaphores
-slots-token-not-per-holder@src/lease/lease_read.c@\tif (dlock_lease_is_ours(l, r->holder, r->role))\n\t\tr->ours = dlock_lease_copy(l);@\tif (r->ours == NULL)\n\t\tr->ours = dlock_lease_copy(l);@regress:lease_slots isolation:slots_race tap:036_semaphores
-slots-no-fifo@src/lease/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots == 1, woken,@isolation:slots_race
-slots-lease-reads-slot0-only@src/lease/lease_read.c@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS)\n\t\treturn;@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS || (r->slots == 1 && slot > 0))\n\t\treturn;@regress:lease_slots
-shared-writer-starved@src/lease/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
-shared-upgrade@src/lease/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots != 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
-shared-upgrade@src/lease/lease_read.c@\t\tif (r.live > 0)\n\t\t\treturn DLOCK_KEY_FULL;@\t\tif (false)\n\t\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
-shared-and-lease-do-not-mix@src/base/base.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
-shared-readers-exclude@src/lease/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
-shared-over-lease@src/lease/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots == 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
-cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args
-cli-slots-ignored@cli/acquire.c@\tif (o->slots > 0)\n\t{@\tif (false)\n\t{@tap:081_cli_args
-cli-old-extension-unexplained@cli/acquire.c@\tif (rc == DB_NOT_INSTALLED && (o->slots > 0 || o->shared))@\tif (false)@tap:081_cli_args
-cli-old-extension-version-ignored@cli/db.c@(major < need_major || (major == need_major && minor < need_minor));@(major < need_major);@tap:081_cli_args
-cli-watch-old-extension-unexplained@cli/watch.c@	if (rc == DB_NOT_INSTALLED && db_older_than(db, "0.4", "dlock watch"))@	if (false)@tap:081_cli_args
-multi-unsorted@src/lease/lease_multi.c@\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@\tif (false)\n\t\tqsort(mk, nkeys, sizeof(MultiKey), multikey_cmp);@regress:lease_multi isolation:multi_opposite_order
-multi-no-undo@src/lease/lease_multi.c@\telse\n\t\tRollbackAndReleaseCurrentSubTransaction();@\telse\n\t\tReleaseCurrentSubTransaction();@regress:lease_multi isolation:multi_fifo
-multi-deadline-per-key@src/lease/lease_multi.c@left = Max(deadline - GetCurrentTimestamp(), 0);@left = wait_us;@isolation:multi_fifo
-multi-no-renew-at-end@src/lease/lease_multi.c@\tif (wait_us > 0)\n\t{\n\t\tfor@\tif (false)\n\t{\n\t\tfor@regress:lease_multi
-multi-error-keeps-subxact@src/lease/lease_multi.c@\t\tFlushErrorState();\n\t\tRollbackAndReleaseCurrentSubTransaction();@\t\tFlushErrorState();@regress:lease_multi
-# claims through DDL: pending detaches, what DDL costs, dlock's objects changed by an administrator (issue 35), long keys and deep trees (issue 36)
-ddl-root-stops-at-pending-detach@src/claim/claim_ddl.c@\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
-target-root-stops-at-pending-detach@src/claim/claim_target.c@\t\tList\t   *ancestors = dlock_claim_partition_ancestors(relid);@\t\tList\t   *ancestors = get_partition_ancestors(relid);@tap:072_claim_detach_pending
-ddl-walks-every-claim-table@src/claim/claim_ddl.c@\tclaims_follow_attach(b);@\t{\n\t\tDlockSpi\tspi;\n\t\tOid\t\t   *all;\n\n\t\tdlock_spi_begin(&spi);\n\t\t(void) dlock_claim_store_relids(&all);\n\t\tdlock_spi_end(&spi);\n\t}\n\tclaims_follow_attach(b);@regress:claim_ddl_cost
-ddl-start-kept-after-subxact-abort@src/claim/claim_ddl.c@\t\tRegisterSubXactCallback(ddl_subxact_callback, NULL);@\t\t(void) ddl_subxact_callback;@regress:claim_ddl_cost
-internal-role-is-schema-owner@src/base/base_spi.c@\towner = extension_owner();@\towner = InvalidOid;@regress:claim_ddl_admin
-ddl-commands-read-as-caller@src/claim/claim_ddl.c@\tdlock_spi_begin(&spi);\n\tif (SPI_execute(@\tdlock_spi_begin(&spi);\n\tdlock_spi_as_caller(&spi);\n\tif (SPI_execute(@regress:claim_ddl_admin
-ddl-long-key-detach-by-digest@src/claim/claim_ddl.c@dlock_claim_key_in(t, part, fulls[i])@dlock_claim_key_in(t, part, keys[i])@regress:claim_ddl_deep
-ddl-long-key-attach-by-text@src/claim/claim_ddl.c@\t\t(void) move_claims(relid, root, keys, nkeys);@\t\t(void) move_claims(relid, root, fulls, nkeys);@regress:claim_ddl_deep
-ddl-root-is-parent@src/claim/claim_ddl.c@root = ancestors == NIL ? relid : llast_oid(ancestors);@root = ancestors == NIL ? relid : linitial_oid(ancestors);@regress:claim_ddl_deep
-target-root-is-parent@src/claim/claim_target.c@\t\t\tt->claim_relid = llast_oid(ancestors);@\t\t\tt->claim_relid = linitial_oid(ancestors);@regress:claim_ddl_deep
-# watch shares, a pooler's reset, the channel's privacy, the CLI's messages and text (issue 35 items 4, 9; issue 36)
-watch-no-role-share@src/watch/watch_registry.c@((taken = role_count_locked(role)) >= dlock_max_watches_per_role ||@((taken = role_count_locked(role)) < 0 ||@tap:101_watch_share
-watch-no-superuser-reserve@src/watch/watch_registry.c@ nfree <= dlock_superuser_reserved_watches))@ nfree < 0))@tap:101_watch_share
-watch-superuser-bound@src/watch/watch_registry.c@bool\t\tbound = !superuser_arg(role);@bool\t\tbound = true;@tap:101_watch_share
-watch-reset-ignored@src/watch/watch_session.c@\tif (reset && dlock_watch_available())@\tif (false)@tap:101_watch_share
-watch-discard-all-ignored@src/watch/watch_session.c@return ((DiscardStmt *) stmt)->target == DISCARD_ALL;@return false;@tap:101_watch_share
-watch-unlisten-channel-ignored@src/watch/watch_session.c@return name == NULL || strcmp(name, channel) == 0;@return name == NULL;@tap:101_watch_share
-watch-reset-keeps-channel@src/watch/watch_session.c@\tif (reset && !dlock_watch_entry_any())@\tif (false)@tap:101_watch_share
-watch-channel-not-random@src/watch/watch_session.c@\t\tif (!pg_strong_random(rnd, sizeof(rnd)))@\t\tif (memset(rnd, 0, sizeof(rnd)) == NULL)@tap:101_watch_share
-watch-rewatch-after-unwatch-ignored@src/watch/watch_session.c@(!op->add && !rewatched_after(op->key, op->len, lc))@(!op->add)@tap:101_watch_share
-watch-rolled-back-rewatch-kept@src/watch/watch_session.c@\t\telse if (commit)\n\t\t{\n\t\t\top->subid = parent;@\t\telse if (commit || op->readd)\n\t\t{\n\t\t\top->subid = parent;@tap:101_watch_share
-watch-savepoint-watch-leaks@src/watch/watch_session.c@\t\telse if (op->add && !op->readd)\n\t\t{@\t\telse if (false)\n\t\t{@tap:101_watch_share
-cli-notices-bare@cli/db.c@\tPQsetNoticeProcessor(db->conn, notice_to_stderr, NULL);@\t(void) notice_to_stderr;@tap:102_watch_cli
-cli-watch-lost-lines-bare@cli/watch.c@print_lines(stderr, PQerrorMessage(db->conn));@fputs(PQerrorMessage(db->conn), stderr);@tap:102_watch_cli
-cli-watch-error-lines-bare@cli/watch.c@\tstatus = db_failure(db, rc);@\tfprintf(stderr, "dlock: %s", db->error);\n\tstatus = EXIT_UNAVAIL;@tap:102_watch_cli
-cli-watch-count-zero@cli/watch.c@\t\tn < 1 || n > MAX_COUNT)@\t\tn < 0 || n > MAX_COUNT)@tap:102_watch_cli
-cli-watch-count-huge@cli/watch.c@\t\tn < 1 || n > MAX_COUNT)@\t\tn < 1)@tap:102_watch_cli
-cli-watch-usage-two-lines@cli/watch.c@\tfprintf(stderr, " (see \\"dlock watch --help\\")\\n");@\tfprintf(stderr, "\\nTry \\"dlock watch --help\\".\\n");@tap:102_watch_cli
-cli-watch-text-no-cause@cli/watch.c@\t\t\t   field(f, n, "expires_at"), field(f, n, "cause"));@\t\t\t   field(f, n, "expires_at"), "acquire");@tap:102_watch_cli
-cli-watch-text-expiry-time@cli/watch.c@\t\tprintf("%s expired: %s token %s ran out at %s\\n", field(f, n, "key"),\n\t\t\t   field(f, n, "holder"), field(f, n, "token"),\n\t\t\t   field(f, n, "expires_at"));@\t\tprintf("%s expired: %s token %s ran out at %s\\n", field(f, n, "key"),\n\t\t\t   field(f, n, "holder"), field(f, n, "token"),\n\t\t\t   field(f, n, "at"));@tap:102_watch_cli
-cli-watch-text-current-json@cli/watch.c@\telse if (PQntuples(r) == 0)\n\t\tprintf("%s free\\n", o->key);@\telse if (PQntuples(r) == 0)\n\t\tprintf("%s none\\n", o->key);@tap:102_watch_cli
-cli-run-lost-no-cause@cli/run.c@\t\tsay_lost(l, rc, "");@\t\tfprintf(stderr, "dlock: lease %s lost\\n", o->key);@tap:102_watch_cli
-cli-quiet-if-held-ignored@cli/acquire.c@\tif (o->quiet_if_held)\n\t\treturn EXIT_NOT_ACQUIRED;@\tif (false)\n\t\treturn EXIT_NOT_ACQUIRED;@tap:102_watch_cli
-# the Python and Node clients' promises (issues 35 and 36): renewal connection, one lease per key and holder, fence in the write's transaction, loss from the sending, loss signalled
-client-node-renew-through-pool@clients/node/lib/lease.js@  const caller = Caller.own(pool)@  const caller = new Caller(pool)@clients:node:pool.busy clients:node:own.connection.cannot
-client-node-claims-renew-through-pool@clients/node/lib/claims.js@    renewCaller: Caller.own(pool),@    renewCaller: new Caller(pool),@clients:node:pool.busy
-client-node-same-holder-twice@clients/node/lib/core.js@  if (i >= 0) {\n    throw new HolderInUseError@  if (false) {\n    throw new HolderInUseError@clients:node:^the.same.holder
-client-node-holder-freed-before-release@clients/node/lib/lease.js@    this._done = true\n    try {\n      await this._releaseCall()@    this._done = true\n    this._unreserve()\n    try {\n      await this._releaseCall()@clients:node:refused.until.the.first
-client-node-fence-own-transaction@clients/node/lib/lease.js@    const own = status !== 'T'@    const own = false@clients:node:fence.s.transaction clients:node:no.change.of.hands
-client-node-write-after-refused-fence@clients/node/lib/lease.js@      if (fence.rows[0].r !== true) {@      if (false) {@clients:node:^a.refused.fence clients:node:the.fence.checks.every.key
-client-node-refused-fence-not-loss@clients/node/lib/lease.js@        this._keeper.declareLost('the fence (dlock_validate) refused the token')\n@@clients:node:^a.refused.fence clients:node:the.fence.checks.every.key
-client-node-loss-from-answer@clients/node/lib/core.js@        this.deadline = sent + this.ttlMs@        this.deadline = now() + this.ttlMs@clients:node:sending.of.a.renewal
-client-node-refused-renewal-not-loss@clients/node/lib/core.js@        this._lose('the server refused the renewal (expired, released or taken over)')\n        return@        nextAt = sent + this.period@clients:node:^lost.by.dlock_force_release
-client-node-loss-not-signalled@clients/node/lib/lease.js@    this.lostReason = err.message\n    this._ctl.abort(err)@    this.lostReason = err.message@clients:node:^lost.by.dlock_force_release
-client-py-same-holder-twice@clients/python/src/dlock/_core.py@            if (k, h) in _holding:@            if False:@clients:python:same_holder
-client-py-holder-freed-before-release@clients/python/src/dlock/_core.py@        await keeper.stop()\n        try:@        await keeper.stop()\n        self._unreserved()\n        try:@clients:python:same_holder_refused_until_the_first_release
-client-py-fence-own-transaction@clients/python/src/dlock/_lease.py@                raise self._fence_refused()\n            cursor.execute(query, params)@                raise self._fence_refused()\n        cursor.execute(query, params)@clients:python:test_execute_runs_in_the_fence_transaction clients:python:test_no_takeover_between_the_fence_and_the_write
-client-py-aio-fence-own-transaction@clients/python/src/dlock/aio.py@                raise self._fence_refused()\n            await cursor.execute(query, params)@                raise self._fence_refused()\n        await cursor.execute(query, params)@clients:python:test_execute_asyncio_runs_in_the_fence_transaction
-client-py-write-after-refused-fence@clients/python/src/dlock/_lease.py@            if not row or not row[0]:\n                self._declare_lost()@            if False:\n                self._declare_lost()@clients:python:test_fence_refused_declares_the_loss
-client-py-refused-fence-not-loss@clients/python/src/dlock/_lease.py@                self._declare_lost()\n                raise self._fence_refused()@                raise self._fence_refused()@clients:python:test_fence_refused_declares_the_loss
-client-py-loss-from-answer@clients/python/src/dlock/_core.py@                self.deadline = sent + self.ttl@                self.deadline = now() + self.ttl@clients:python:late_renewal
-client-py-refused-renewal-not-loss@clients/python/src/dlock/_core.py@                self._lose("the server refused the renewal (expired, released or taken over)")\n                return@                next_at = sent + self.period@clients:python:test_lost_by_force_release
-client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost_reason = str(exc)\n        self.lost.set()@        self.lost_reason = str(exc)@clients:python:test_lost_by_force_release
-client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients:node:sending.of.an.acquire
-client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients:python:late_acquire
-# semaphores and shared leases: each holding its own lock (issue 35)
-slot-fence-holds-key@src/lease/lease_decide.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
-slot-grant-keeps-key@src/lease/lease_decide.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact
-slot-takeover-ignores-fence@src/lease/lease_read.c@\t\tif (dlock_key_trylock(&sl, ExclusiveLock))\n\t\t\treturn i;@\t\t(void) dlock_key_trylock(&sl, ExclusiveLock);\n\t\treturn i;@isolation:lease_slot_fences
-lease-takeover-ignores-slot-fences@src/lease/lease_read.c@\t\tif (locked && !fences_ended(key, &r))@\t\tif (false && !fences_ended(key, &r))@isolation:lease_slot_fences
-shared-over-pending-lease@src/lease/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
-other-kind-of-own-key-waits@src/lease/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
-savepoint-keeps-watch-events@src/watch/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
-# wake-ups the safety wake hides (issue 36): each with dlock.safety_wake = 1h in its tests
-no-wake-on-leave@src/wait/wait_queue.c@\tleave_slot_locked();\n\tif (!granted)\n\t\twake_head_locked(hash);@\tleave_slot_locked();\n\t(void) hash;@tap:019_wake_shapes
-no-wake-on-abandon@src/lease/lease_xact.c@\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@\tif (false)\n\t\t(void) dlock_wait_wake_key(dlock_key_for_text(DLOCK_CLASS_LEASE, key,@tap:019_wake_shapes
-no-wake-on-prepared-end@src/lease/lease_xact.c@\tif (finishes_prepared)\n\t\tdlock_wait_wake_all_heads();@\t(void) finishes_prepared;@tap:019_wake_shapes tap:015_wake
-no-wake-on-subxact-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (!isTopLevel)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
-no-wake-on-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (isTopLevel ? !isCommit : isCommit)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
-no-wake-many@src/lease/lease_xact.c@\tif (touched_many)\n\t{\n\t\tdlock_wait_wake_all_heads();@\tif (false)\n\t{\n\t\tdlock_wait_wake_all_heads();@tap:019_wake_shapes
-handover-abort-leaves-offer@src/wait/wait_queue.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
-slots-wake-at-last-expiry@src/lease/lease_read.c@if (r->busy_until == 0 || l->expires_at < r->busy_until)@if (r->busy_until == 0 || l->expires_at > r->busy_until)@tap:019_wake_shapes
-EOF
+# ---- the list: scripts/mutants.txt (MUTANTS_LIST=FILE: FILE's instead) ----
+# name @ where @ text to replace @ replacement @ tests, where naming the
+# function the text is in (scripts/mutants.txt says how); a line that
+# starts with # is a comment (scripts/test-mutate.sh tests this script with
+# a few mutants of its own)
+LIST=${MUTANTS_LIST:-$REPO/scripts/mutants.txt}
+if ! MUTANTS=$(grep -v '^#' "$LIST" 2>/dev/null) || ! grep -q '@' <<<"$MUTANTS"; then
+    echo "scripts/mutate.sh: $LIST has no mutant" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# PLACE_PL MODE ROOT, mutant lines on stdin: for each line, "ok<TAB>FILE"
+# (the file its text is in) or "broken<TAB>WHY".  MODE where only finds the
+# places in ROOT; apply makes the changes there, line after line, and stops
+# at the first broken one (exit status 3).  The places are found as
+# scripts/mutants.txt describes: a function is looked for in src/ and cli/
+# (*.c, *.h), clients/python/src/ (*.py) and clients/node/lib/ (*.js).
+PLACE_PL=$(cat <<'PERL'
+use strict;
+use warnings;
+use File::Find;
+
+my ($mode, $root) = @ARGV;
+chdir $root or die "$root: $!\n";
+
+my %text;    # path => contents (as changed so far)
+sub slurp
+{
+	my ($f) = @_;
+	return $text{$f} if exists $text{$f};
+	open(my $h, '<', $f) or return $text{$f} = undef;
+	local $/;
+	return $text{$f} = <$h>;
+}
+
+# the tree's code, where a function named alone is looked for
+my @code;
+find(
+	{
+		no_chdir => 1,
+		wanted => sub {
+			$File::Find::prune = 1 if /\/(?:node_modules|__pycache__|\.git)$/;
+			push @code, $File::Find::name
+			  if -f $_ && m{^(?:src/.*\.[ch]|cli/.*\.[ch]|clients/python/src/.*\.py|clients/node/lib/.*\.js)$};
+		}
+	},
+	grep { -d } qw(src cli clients/python/src clients/node/lib));
+@code = sort @code;
+
+sub lang
+{
+	my ($f) = @_;
+	return $f =~ /\.[ch]$/ ? 'c' : $f =~ /\.py$/ ? 'py' : $f =~ /\.[cm]?js$/ ? 'js' : undef;
+}
+
+# the offset just past the parenthesis that closes the one at $i in $s
+sub close_paren
+{
+	my ($s, $i) = @_;
+	my $d = 0;
+	for (my $j = $i; $j < length $s; $j++)
+	{
+		my $c = substr($s, $j, 1);
+		$d++ if $c eq '(';
+		$d-- if $c eq ')';
+		return $j + 1 if $d == 0;
+	}
+	return undef;
+}
+
+# defs(LANG, TEXT, NAME): [start, end] of each definition of NAME in TEXT
+#  C: a line "NAME(" at column 0 whose parameters are followed by a line
+#     "{", to the next line "}" (PostgreSQL's style; static inline too)
+#  Python: "def NAME(" or "class NAME" at any indentation, to the next line
+#     indented no deeper
+#  JavaScript: "function NAME(", "class NAME", or a method "NAME(...) {"
+#     (async, static, get, set, *), to the next "}" at its indentation
+sub defs
+{
+	my ($lang, $s, $name) = @_;
+	my @r;
+	if ($lang eq 'c')
+	{
+		while ($s =~ /^\Q$name\E\(/mg)
+		{
+			my $start = $-[0];
+			my $p = close_paren($s, $+[0] - 1) // next;
+			next unless substr($s, $p) =~ /\A[^;{\n]*\n\{\n/;
+			my $e = index($s, "\n}", $p);
+			next if $e < 0;
+			push @r, [ $start, $e + 2 ];
+		}
+	}
+	elsif ($lang eq 'py')
+	{
+		while ($s =~ /^([ \t]*)(?:async[ \t]+)?(?:def|class)[ \t]+\Q$name\E\b/mg)
+		{
+			my ($ind, $start) = (length $1, $-[0]);
+			my $hdr = $+[0];
+			if (substr($s, $hdr, 1) eq '(')
+			{
+				$hdr = close_paren($s, $hdr) // next;
+			}
+			my $e = index($s, "\n", $hdr);
+			$e = length $s if $e < 0;
+			my $end = $e;
+			pos($s) = $e;
+			while ($s =~ /\G\n([ \t]*)([^\n]*)/gc)
+			{
+				next if $2 eq '' || $2 =~ /^#/;
+				last if length $1 <= $ind;
+				$end = $+[0];
+			}
+			push @r, [ $start, $end ];
+			pos($s) = $hdr;
+		}
+	}
+	elsif ($lang eq 'js')
+	{
+		while ($s =~ /^([ \t]*)(?:export[ \t]+)?(?:(class)[ \t]+\Q$name\E\b|(?:(?:static|async|get|set)[ \t]+)*(?:function[ \t]*)?\*?[ \t]*\Q$name\E[ \t]*\()/mg)
+		{
+			my ($ind, $start, $hdr) = ($1, $-[0], $+[0]);
+			if (!defined $2)
+			{
+				$hdr = close_paren($s, $hdr - 1) // next;
+			}
+			my $rest = substr($s, $hdr);
+			next unless $rest =~ /\A[^\n;]*\{[ \t]*\n/ && $rest =~ /^\Q$ind\E\}/m;
+			push @r, [ $start, $hdr + $+[0] ];
+		}
+	}
+	return @r;
+}
+
+# places(KEY): [file, start, end] for each place KEY names, or an error
+sub places
+{
+	my ($key) = @_;
+	return [ [ $key, 0, length slurp($key) ] ] if -f $key && defined slurp($key);
+	my @files = @code;
+	my $path;
+	($path, $key) = ($1, $2) if $key =~ /^(.+?)::(.+)$/;
+	if (defined $path)
+	{
+		return "no file $path" unless -f $path && defined slurp($path);
+		return "$path is not C, Python or JavaScript: key the whole file" unless lang($path);
+		@files = ($path);
+	}
+	my @parts = split /\./, $key, -1;
+	return "\"$key\" is neither a file of the tree, PATH::FUNCTION nor a function name"
+	  if grep { !/^[A-Za-z_\$][\w\$]*$/ } @parts;
+	my @found;
+	for my $f (@files)
+	{
+		my $l = lang($f);
+		next if @parts > 1 && $l eq 'c';
+		my $s = slurp($f);
+		next if index($s, $parts[-1]) < 0;
+		my @in = ([ 0, length $s ]);
+		for my $p (@parts)
+		{
+			@in = map {
+				my ($from, $to) = @$_;
+				map { [ $from + $_->[0], $from + $_->[1] ] } defs($l, substr($s, $from, $to - $from), $p)
+			} @in;
+		}
+		push @found, map { [ $f, @$_ ] } @in;
+	}
+	return "no function $key in " . ($path // "src/, cli/, clients/python/src/ or clients/node/lib/")
+	  unless @found;
+	return "$key is defined " . scalar(@found) . " times (" . join(', ', map { $_->[0] } @found)
+	  . "): key it as PATH::$key" if @found > 1;
+	return \@found;
+}
+
+sub unescape
+{
+	my ($t) = @_;
+	$t =~ s/\\([\\tn])/$1 eq 't' ? "\t" : $1 eq 'n' ? "\n" : "\\"/ge;
+	return $t;
+}
+
+my $broken = 0;
+while (my $line = <STDIN>)
+{
+	chomp $line;
+	my (undef, $key, $old, $new) = split /@/, $line, -1;
+	next if $line eq '' || $line =~ /^#/;
+	$old = unescape($old // '');
+	$new = unescape($new // '');
+	my $p = places($key);
+	if (!ref $p)
+	{
+		print "broken\t$p\n";
+		$broken = 1;
+		last if $mode eq 'apply';
+		next;
+	}
+	my ($f, $from, $to) = @{ $p->[0] };
+	my $s = slurp($f);
+	my $region = substr($s, $from, $to - $from);
+	my $n = () = $region =~ /\Q$old\E/g;
+	if ($n != 1)
+	{
+		my $where = $key eq $f ? $f : "$key ($f)";
+		print "broken\tthe text to change is in $where $n times, not once\n";
+		$broken = 1;
+		last if $mode eq 'apply';
+		next;
+	}
+	if ($mode eq 'apply')
+	{
+		$region =~ s/\Q$old\E/$new/;
+		substr($s, $from, $to - $from) = $region;
+		$text{$f} = $s;
+		open(my $h, '>', $f) or die "$f: $!\n";
+		print $h $s;
+		close $h or die "$f: $!\n";
+	}
+	print "ok\t$f\n";
+}
+exit($broken ? 3 : 0);
+PERL
 )
 
-# MUTANTS_LIST=FILE: the mutants of FILE (lines as above; # comments) instead
-# of this list (scripts/test-mutate.sh tests this script with a few of its own)
-if [ -n "${MUTANTS_LIST:-}" ]; then
-    if ! MUTANTS=$(grep -v '^#' "$MUTANTS_LIST"); then
-        echo "scripts/mutate.sh: MUTANTS_LIST=$MUTANTS_LIST has no mutant" >&2
-        echo "0 passed, 1 failed"
-        exit 1
+# missing_tests TEST...: the tests named that do not exist (a misspelt one
+# fails the run of every mutant that names it, which would count as
+# killing them)
+missing_tests() {
+    local t f missing=
+    for t in "$@"; do
+        case "$t" in
+            regress:*) f=sql/${t#regress:}.sql ;;
+            isolation:*) f=specs/${t#isolation:}.spec ;;
+            tap:*) f=t/${t#tap:}.pl ;;
+            clients|clients:python|clients:node) f=scripts/test-clients.sh ;;   # the clients' tests
+            clients:python:*)   # a test function whose name holds NAME (pytest -k)
+                f=scripts/test-clients.sh
+                grep -qE "^(async )?def [A-Za-z0-9_]*${t#clients:python:}" "$REPO"/clients/python/tests/*.py || f= ;;
+            clients:node:*)     # a test whose title matches PATTERN (node --test-name-pattern)
+                f=scripts/test-clients.sh
+                sed -nE "s/^ *test\('(.*)', async.*/\1/p" "$REPO"/clients/node/test/*.js | sed "s/\\\\'/'/g" |
+                    grep -qE -- "${t#clients:node:}" || f= ;;
+            *) f= ;;
+        esac
+        [ -n "$f" ] && [ -f "$REPO/$f" ] || missing+="$t "
+    done
+    echo "${missing% }"
+}
+
+# ---- --check: every mutant (or the ones named) in one place, its tests there ----
+if [ "$CHECK" = 1 ]; then
+    bad=0
+    for want in "$@"; do
+        grep -q "^$want@" <<<"$MUTANTS" || { echo "BROKEN: $want: no such mutant in $LIST"; bad=1; }
+    done
+    sel=$(while IFS= read -r line; do
+        name=${line%%@*}
+        [ -n "$name" ] || continue
+        [ $# -eq 0 ] || [[ " $* " == *" $name "* ]] || continue
+        printf '%s\n' "$line"
+    done <<<"$MUTANTS")
+    mapfile -t where < <(perl -e "$PLACE_PL" where "$REPO" <<<"$sel")
+    k=0
+    tests=()
+    declare -A seen=()
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue
+        w=${where[$k]:-broken$'\t'(no answer)}
+        k=$((k + 1))
+        [ "${w%%$'\t'*}" = ok ] || { echo "BROKEN: ${line%%@*}: ${w#*$'\t'}"; bad=1; }
+        seen[${line%%@*}]=1
+        IFS=@ read -r _ _ _ _ t <<<"$line"
+        tests+=($t)
+    done <<<"$sel"
+    missing=$(missing_tests $(printf '%s\n' ${tests[@]+"${tests[@]}"} | sort -u))
+    [ -z "$missing" ] || { echo "BROKEN: the mutants name tests that do not exist: $missing"; bad=1; }
+    if [ $bad = 0 ]; then
+        echo "==> ${#seen[@]} mutant(s), $k line(s) of $LIST: each text found once in its place; their tests exist"
+    else
+        echo "==> ${#seen[@]} mutant(s), $k line(s) of $LIST: not all in one place (above); update the list with the code"
     fi
+    exit $bad
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/mutate.sh must run as root (it runs scripts/test.sh)." >&2
+    exit 1
 fi
 
 WORK=$(mktemp -d /tmp/dlock-mutate.XXXXXX)
@@ -436,7 +510,7 @@ names=()
 declare -A lines_of=()
 for want in "$@"; do
     if ! grep -q "^$want@" <<<"$MUTANTS"; then
-        echo "==> $want: no such mutant in scripts/mutate.sh"
+        echo "==> $want: no such mutant in $LIST"
         broken+=("$want (no such mutant)")
     fi
 done
@@ -459,9 +533,10 @@ line_no() { sed -n "${1}p" <<<"$MUTANTS"; }
 
 # ---- MUTANTS_BUDGET=SECONDS: as many as fit, the changed code's first ----
 # CI gives the mutants what is left of its time (.ci/run).  With a budget,
-# the mutants of files changed since MUTANTS_SINCE (default: the newest
-# release tag, or without tags the commit before dlock.control last
-# changed) run first, then the others from a place that moves with HEAD's
+# the mutants whose texts are in files changed since MUTANTS_SINCE
+# (default: the newest release tag, or without tags the commit before
+# dlock.control last changed; a mutant's file is the one its function is
+# in now, found as for its run) run first, then the others from a place that moves with HEAD's
 # hash, so that successive runs reach all of them; no mutant is started
 # once the budget is spent, and those left are named at the end (not a
 # failure: run them by name).  In a lane (below) the order given is kept.
@@ -474,12 +549,21 @@ elif [ -n "${MUTANTS_BUDGET:-}" ] && [ ${#names[@]} -gt 1 ]; then
         [ -z "$since" ] || since=$since^
     fi
     changed=" $(git -C "$REPO" diff --name-only "$since" 2>/dev/null | tr '\n' ' ') "
+    # the file of each selected line (none for a broken one: its run says why)
+    sel=()
+    for name in "${names[@]}"; do sel+=(${lines_of[$name]}); done
+    mapfile -t where < <(for i in "${sel[@]}"; do line_no "$i"; done | perl -e "$PLACE_PL" where "$REPO")
+    declare -A file_of=()
+    for k in "${!sel[@]}"; do
+        w=${where[$k]:-}
+        [ "${w%%$'\t'*}" != ok ] || file_of[${sel[$k]}]=${w#*$'\t'}
+    done
     first=()
     rest=()
     for name in "${names[@]}"; do
         hit=0
         for i in ${lines_of[$name]}; do
-            [[ "$changed" == *" $(line_no "$i" | cut -d@ -f2) "* ]] && hit=1
+            [ -n "${file_of[$i]:-}" ] && [[ "$changed" == *" ${file_of[$i]} "* ]] && hit=1
         done
         if [ $hit = 1 ]; then first+=("$name"); else rest+=("$name"); fi
     done
@@ -488,7 +572,7 @@ elif [ -n "${MUTANTS_BUDGET:-}" ] && [ ${#names[@]} -gt 1 ]; then
         rest=("${rest[@]:r}" "${rest[@]:0:r}")
     fi
     names=(${first[@]+"${first[@]}"} ${rest[@]+"${rest[@]}"})
-    echo "==> budget ${MUTANTS_BUDGET} s: ${#first[@]} mutant(s) of files changed since ${since:-?} first, then ${#rest[@]} more"
+    echo "==> budget ${MUTANTS_BUDGET} s: ${#first[@]} mutant(s) in files changed since ${since:-?} first, then ${#rest[@]} more"
     MUTANTS_DEADLINE=$(( $(date +%s) + MUTANTS_BUDGET ))
     export MUTANTS_DEADLINE
 fi
@@ -707,29 +791,11 @@ for name in ${names[@]+"${names[@]}"}; do
 done
 all_tests=${all_tests# }
 all_tests=${all_tests% }
-# every test a mutant names must exist: a misspelt one fails the run of
-# every mutant that names it, which would count as killing them
-missing=
-for t in $all_tests; do
-    case "$t" in
-        regress:*) f=sql/${t#regress:}.sql ;;
-        isolation:*) f=specs/${t#isolation:}.spec ;;
-        tap:*) f=t/${t#tap:}.pl ;;
-        clients|clients:python|clients:node) f=scripts/test-clients.sh ;;   # the clients' tests
-        clients:python:*)   # a test function whose name holds NAME (pytest -k)
-            f=scripts/test-clients.sh
-            grep -qE "^(async )?def [A-Za-z0-9_]*${t#clients:python:}" "$REPO"/clients/python/tests/*.py || f= ;;
-        clients:node:*)     # a test whose title matches PATTERN (node --test-name-pattern)
-            f=scripts/test-clients.sh
-            sed -nE "s/^ *test\('(.*)', async.*/\1/p" "$REPO"/clients/node/test/*.js | sed "s/\\\\'/'/g" |
-                grep -qE -- "${t#clients:node:}" || f= ;;
-        *) f= ;;
-    esac
-    [ -n "$f" ] && [ -f "$REPO/$f" ] || missing+="$t "
-done
+# every test a mutant names must exist (missing_tests)
+missing=$(missing_tests $all_tests)
 if [ -n "$missing" ]; then
     echo "==> the mutants name tests that do not exist: $missing"
-    broken+=("(tests named by mutants do not exist: ${missing% })")
+    broken+=("(tests named by mutants do not exist: $missing)")
     finish 0 1
 fi
 if [ ${#names[@]} -gt 0 ] && [ "${MUTANTS_CONTROL:-1}" = 0 ]; then
@@ -762,23 +828,17 @@ for name in ${names[@]+"${names[@]}"}; do
     copy=$WORK/$name
     copy_source "$copy"
     tests=$(tests_of "$name")
-    ok=1
-    files=
-    for i in ${lines_of[$name]}; do
-        IFS='@' read -r _ file old new _ <<<"$(line_no "$i")"
-        old=$(printf '%b' "$old")
-        new=$(printf '%b' "$new")
-        if ! OLD=$old NEW=$new perl -0pi -e \
-                'BEGIN { $c = 0 } $c += s/\Q$ENV{OLD}\E/$ENV{NEW}/g; END { exit($c == 1 ? 0 : 3) }' \
-                "$copy/$file"; then
-            echo "==> $name: the text to change is not exactly once in $file: update scripts/mutate.sh"
-            broken+=("$name (text not found once in $file)")
-            ok=0
-            break
-        fi
-        files+="$file "
-    done
-    [ $ok = 1 ] || continue
+    # each line's change in the copy, in the place its function is now
+    out=$(for i in ${lines_of[$name]}; do line_no "$i"; done | perl -e "$PLACE_PL" apply "$copy")
+    why=$(sed -n 's/^broken\t//p' <<<"$out")
+    if [ -n "$why" ] || ! grep -q '^ok' <<<"$out"; then
+        why=${why:-its changes could not be made}
+        echo "==> $name: $why: update $(basename "$LIST")"
+        broken+=("$name ($why)")
+        [ "${MUTANTS_KEEP:-0}" = 1 ] || rm -rf "$copy"
+        continue
+    fi
+    files=$(sed -n 's/^ok\t//p' <<<"$out" | awk '!seen[$0]++' | tr '\n' ' ')
     if [ "$ALL_TESTS" = 1 ]; then
         echo "==> $name: ${files% } changed; running every regress and isolation test${tests#"$SUITE"}"
     else
