@@ -188,7 +188,7 @@ left=$(dlock_tagged_pids "DLOCK_HARNESS_TAG=$TAG")
 check "no process of the run is left (${left:-none})" '[ -z "$left" ]'
 
 # --- scripts/mutate.sh's own promises: scripts/test-mutate.sh ---
-echo "==> scripts/test-mutate.sh (scripts/mutate.sh: credits, clients, --all-tests, /tmp)"
+echo "==> scripts/test-mutate.sh (scripts/mutate.sh: function keys, --check, budget, credits, clients, --all-tests, /tmp)"
 bash "$REPO/scripts/test-mutate.sh" </dev/null >"$W/test-mutate.log" 2>&1
 rc=$?
 sed 's/^/    /' "$W/test-mutate.log"
