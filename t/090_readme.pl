@@ -11,7 +11,8 @@
 # Then the version strings of dlock.control, META.json, debian/changelog and
 # CHANGELOG.md agree, and META.json names the default version's full install
 # script.  Then docs/design.md ("Where things are") names every file of
-# src/.  Last, the README's size, the number and names of the functions
+# src/, and every mutant of scripts/mutants.txt finds its text exactly once
+# in the function it names (scripts/mutate.sh --check).  Last, the README's size, the number and names of the functions
 # without a pinned search_path in README.md and docs/guarantees.md against
 # src/no_search_path.h, and the files CONTRIBUTING.md names.
 
@@ -141,6 +142,13 @@ for my $f (@src)
 	(my $base = $f) =~ s{.*/}{};
 	like($design, qr/(?<![\w.])\Q$base\E(?![\w])/, "docs/design.md names $f");
 }
+
+# every mutant finds its text exactly once, in the function it names (or
+# its file), and names tests that exist: code moved or changed with a
+# mutant's text needs the mutant changed with it (scripts/mutants.txt)
+my $mutants = `MUTANTS_LIST= bash scripts/mutate.sh --check 2>&1`;
+is($?, 0, 'every mutant of scripts/mutants.txt finds its text in one place (scripts/mutate.sh --check)')
+  or diag($mutants);
 
 # README.md's size: it stays under 20 KB (a longer text goes to docs/)
 cmp_ok(-s 'README.md', '<', 20480, 'README.md is under 20,480 bytes');
