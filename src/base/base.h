@@ -153,6 +153,23 @@ typedef struct DlockSpi
 } DlockSpi;
 
 struct _SPI_plan;
+
+/*
+ * One of dlock's internal queries, a static next to the code that runs it
+ * (dlock_spi_query): its text, the types of its arguments $1, $2, ... (as
+ * many as come before the first InvalidOid), the SPI result it answers
+ * with, and its plan, prepared on first use in this backend and kept.
+ */
+#define DLOCK_QUERY_MAX_ARGS	8
+
+typedef struct DlockQuery
+{
+	const char *sql;
+	int			expect_rc;		/* SPI_OK_SELECT, SPI_OK_UPDATE, ... */
+	Oid			argtypes[DLOCK_QUERY_MAX_ARGS];
+	struct _SPI_plan *plan;		/* NULL until its first run */
+} DlockQuery;
+
 extern Oid	dlock_schema_owner(void);
 extern void dlock_spi_begin(DlockSpi *ctx);
 extern void dlock_spi_end(DlockSpi *ctx);
@@ -162,6 +179,7 @@ extern struct _SPI_plan *dlock_spi_plan(struct _SPI_plan **cache, const char *sq
 										int nargs, Oid *argtypes);
 extern uint64 dlock_spi_run(struct _SPI_plan *plan, Datum *values,
 							const char *nulls, long tcount, int expect_rc);
+extern uint64 dlock_spi_query(DlockQuery *q, Datum *values, const char *nulls);
 
 /* ----------------
  * base_stats.c

@@ -243,3 +243,19 @@ dlock_spi_run(SPIPlanPtr plan, Datum *values, const char *nulls,
 			 SPI_result_code_string(rc));
 	return SPI_processed;
 }
+
+/*
+ * Run one of dlock's queries (its kept plan, prepared on first use) with
+ * these arguments against the latest committed state; checks its result
+ * and returns the number of rows processed.
+ */
+uint64
+dlock_spi_query(DlockQuery *q, Datum *values, const char *nulls)
+{
+	int			nargs = 0;
+
+	while (nargs < DLOCK_QUERY_MAX_ARGS && OidIsValid(q->argtypes[nargs]))
+		nargs++;
+	return dlock_spi_run(dlock_spi_plan(&q->plan, q->sql, nargs, q->argtypes),
+						 values, nulls, 0, q->expect_rc);
+}

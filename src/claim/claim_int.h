@@ -43,6 +43,8 @@ enum
 };
 
 extern void dlock_claim_store_open(DlockStore *s);
+extern uint64 dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid,
+											text **keys, int n, Datum *values);
 
 /* ----------------
  * claim_query.c

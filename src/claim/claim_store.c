@@ -356,27 +356,25 @@ insert_claims(Oid relid, text **keys, text **fulls, int n, text *holder,
 }
 
 /*
- * One claim batch's write: SQL plans for the rows that have a claim row
- * (prepared once and kept), the multi-row insert above for those that have
- * none.
+ * One claim batch's write: SQL queries for the rows that have a claim row
+ * (their plans prepared once and kept), the multi-row insert above for
+ * those that have none.
  */
+
 /* Mark the claim rows of these keys poisoned (reached max_attempts). */
 static void
 poison_claims(Oid relid, text **keys, int n, TimestampTz now)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[3] = {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID};
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND poisoned_at IS NULL",
+		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID}
+	};
 	Datum		values[3];
 
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
 	values[2] = TimestampTzGetDatum(now);
-	dlock_spi_run(dlock_spi_plan(&plan,
-								 "UPDATE " DLOCK_SCHEMA ".claim SET poisoned_at = $3"
-								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-								 "   AND poisoned_at IS NULL",
-								 3, types),
-				  values, NULL, 0, SPI_OK_UPDATE);
+	(void) dlock_claim_store_run_on_keys(&q, relid, keys, n, values);
 }
 
 /*
@@ -389,32 +387,30 @@ static int
 reclaim_claims(const DlockClaimWrite *w, text **keys, int n, text ***got,
 			   int **attempts)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[8] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID,
-	INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim"
+		"   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
+		"       claimed_at = $7, expires_at = $8,"
+		"       attempts = attempts OPERATOR(pg_catalog.+) 1"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND poisoned_at IS NULL"
+		"   AND (holder IS NULL"
+		"        OR expires_at OPERATOR(pg_catalog.<=) $7)"
+		" RETURNING key, attempts",
+		SPI_OK_UPDATE_RETURNING,
+		{OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID, INT8OID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID}
+	};
 	Datum		values[8];
 	int			nrows;
 
-	values[0] = ObjectIdGetDatum(w->relid);
-	values[1] = dlock_text_array(keys, n);
 	values[2] = PointerGetDatum(w->holder);
 	values[3] = ObjectIdGetDatum(w->role);
 	values[4] = Int64GetDatum(w->token);
 	values[5] = Int64GetDatum(w->ttl_us);
 	values[6] = TimestampTzGetDatum(w->now);
 	values[7] = TimestampTzGetDatum(w->now + w->ttl_us);
-	nrows = (int) dlock_spi_run(dlock_spi_plan(&plan,
-											   "UPDATE " DLOCK_SCHEMA ".claim"
-											   "   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
-											   "       claimed_at = $7, expires_at = $8,"
-											   "       attempts = attempts OPERATOR(pg_catalog.+) 1"
-											   " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-											   "   AND poisoned_at IS NULL"
-											   "   AND (holder IS NULL"
-											   "        OR expires_at OPERATOR(pg_catalog.<=) $7)"
-											   " RETURNING key, attempts",
-											   8, types),
-								values, NULL, 0, SPI_OK_UPDATE_RETURNING);
+	nrows = (int) dlock_claim_store_run_on_keys(&q, w->relid, keys, n, values);
 	*got = dlock_copy_key_column(nrows);
 	*attempts = palloc(sizeof(int) * Max(nrows, 1));
 	for (int r = 0; r < nrows; r++)

@@ -7,9 +7,10 @@
  *		moves of DDL, the sweep of idle rows, and the dlock_claims rows).
  *		No other file touches dlock.claim.
  *
- * Between dlock_spi_begin and dlock_spi_end; each plan is prepared once
- * and kept, next to its text.  The caller holds the key locks the
- * protocol asks for (claim_manage.c, claim_ddl.c, claim_ddl_type.c).
+ * Between dlock_spi_begin and dlock_spi_end; each query (a DlockQuery:
+ * its plan is prepared once and kept) is next to the code that runs it.
+ * The caller holds the key locks the protocol asks for (claim_manage.c,
+ * claim_ddl.c, claim_ddl_type.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -24,19 +25,20 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "claim/claim_int.h"
 
 /*
- * Run plan, a read of keys (column 1, and their tables in column 2 if
- * relids is not NULL); returns the keys, and *n how many, copied into the
- * current memory context; the SPI result is freed.
+ * Run q, a read of keys (column 1, and their tables in column 2 if relids
+ * is not NULL); returns the keys, and *n how many, copied into the current
+ * memory context; the SPI result is freed.
  */
 static text **
-read_keys(SPIPlanPtr plan, Datum *values, int *n, Oid **relids)
+read_keys(DlockQuery *q, Datum *values, int *n, Oid **relids)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	text	  **keys;
 
-	*n = (int) dlock_spi_run(plan, values, NULL, 0, SPI_OK_SELECT);
+	*n = (int) dlock_spi_query(q, values, NULL);
 	MemoryContextSwitchTo(cxt);
 	keys = dlock_copy_key_column(*n);
 	if (relids)
@@ -53,32 +55,28 @@ text	  **
 dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 							  text **among, int namong, int *n)
 {
-	static SPIPlanPtr all_plan = NULL;
-	static SPIPlanPtr among_plan = NULL;
-	Oid			types[4] = {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID};
+	static DlockQuery all = {
+		"SELECT key FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+		"   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+		" ORDER BY key",
+		SPI_OK_SELECT, {OIDOID, TEXTOID, OIDOID}
+	};
+	static DlockQuery of_among = {
+		"SELECT key FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($4)"
+		"   AND holder" EQ "$2 AND owner" EQ "$3"
+		"   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+		" ORDER BY key",
+		SPI_OK_SELECT, {OIDOID, TEXTOID, OIDOID, TEXTARRAYOID}
+	};
 	Datum		values[4] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), 0};
-	SPIPlanPtr	plan;
 
 	if (among == NULL)
-		plan = dlock_spi_plan(&all_plan,
-							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
-							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-							  " ORDER BY key",
-							  3, types);
-	else
-	{
-		values[3] = dlock_text_array(among, namong);
-		plan = dlock_spi_plan(&among_plan,
-							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-							  " WHERE relid" EQ "$1 AND key" EQ "ANY ($4)"
-							  "   AND holder" EQ "$2 AND owner" EQ "$3"
-							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-							  " ORDER BY key",
-							  4, types);
-	}
-	return read_keys(plan, values, n, NULL);
+		return read_keys(&all, values, n, NULL);
+	values[3] = dlock_text_array(among, namong);
+	return read_keys(&of_among, values, n, NULL);
 }
 
 /*
@@ -89,47 +87,42 @@ text	  **
 dlock_claim_store_holder_page(Oid relid, text *holder, Oid role, text *after,
 							  int limit, int *n)
 {
-	static SPIPlanPtr first_plan = NULL;
-	static SPIPlanPtr next_plan = NULL;
-	Oid			types[5] = {OIDOID, TEXTOID, OIDOID, INT4OID, TEXTOID};
+	static DlockQuery first = {
+		"SELECT key FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
+		"   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+		" ORDER BY key LIMIT $4",
+		SPI_OK_SELECT, {OIDOID, TEXTOID, OIDOID, INT4OID}
+	};
+	static DlockQuery next = {
+		"SELECT key FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND key OPERATOR(pg_catalog.>) $5"
+		"   AND holder" EQ "$2 AND owner" EQ "$3"
+		"   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+		" ORDER BY key LIMIT $4",
+		SPI_OK_SELECT, {OIDOID, TEXTOID, OIDOID, INT4OID, TEXTOID}
+	};
 	Datum		values[5] = {ObjectIdGetDatum(relid), PointerGetDatum(holder),
 	ObjectIdGetDatum(role), Int32GetDatum(limit), PointerGetDatum(after)};
-	SPIPlanPtr	plan;
 
-	if (after == NULL)
-		plan = dlock_spi_plan(&first_plan,
-							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-							  " WHERE relid" EQ "$1 AND holder" EQ "$2 AND owner" EQ "$3"
-							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-							  " ORDER BY key LIMIT $4",
-							  4, types);
-	else
-		plan = dlock_spi_plan(&next_plan,
-							  "SELECT key FROM " DLOCK_SCHEMA ".claim"
-							  " WHERE relid" EQ "$1 AND key OPERATOR(pg_catalog.>) $5"
-							  "   AND holder" EQ "$2 AND owner" EQ "$3"
-							  "   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-							  " ORDER BY key LIMIT $4",
-							  5, types);
-	return read_keys(plan, values, n, NULL);
+	return read_keys(after == NULL ? &first : &next, values, n, NULL);
 }
 
 /* Of these keys, those that have a claim row, sorted. */
 text	  **
 dlock_claim_store_existing_keys(Oid relid, text **keys, int nkeys, int *n)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {OIDOID, TEXTARRAYOID};
+	static DlockQuery q = {
+		"SELECT key FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		" ORDER BY key",
+		SPI_OK_SELECT, {OIDOID, TEXTARRAYOID}
+	};
 	Datum		values[2];
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = dlock_text_array(keys, nkeys);
-	return read_keys(dlock_spi_plan(&plan,
-									"SELECT key FROM " DLOCK_SCHEMA ".claim"
-									" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-									" ORDER BY key",
-									2, types),
-					 values, n, NULL);
+	return read_keys(&q, values, n, NULL);
 }
 
 /*
@@ -143,8 +136,15 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 								  text *after_key, int limit, text ***keys,
 								  Oid **relids)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT4OID};
+	static DlockQuery q = {
+		"SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
+		" WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
+		"   AND holder" EQ "$1 AND owner" EQ "$2"
+		"   AND expires_at OPERATOR(pg_catalog.>)"
+		" pg_catalog.clock_timestamp()"
+		" ORDER BY relid, key LIMIT $5",
+		SPI_OK_SELECT, {TEXTOID, OIDOID, OIDOID, TEXTOID, INT4OID}
+	};
 	Datum		values[5];
 	int			n;
 
@@ -153,16 +153,39 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 	values[2] = ObjectIdGetDatum(after_relid);
 	values[3] = after_key ? PointerGetDatum(after_key) : CStringGetTextDatum("");
 	values[4] = Int32GetDatum(limit);
-	*keys = read_keys(dlock_spi_plan(&plan,
-									 "SELECT key, relid FROM " DLOCK_SCHEMA ".claim"
-									 " WHERE (relid, key) OPERATOR(pg_catalog.>) ($3, $4)"
-									 "   AND holder" EQ "$1 AND owner" EQ "$2"
-									 "   AND expires_at OPERATOR(pg_catalog.>)"
-									 " pg_catalog.clock_timestamp()"
-									 " ORDER BY relid, key LIMIT $5",
-									 5, types),
-					  values, &n, relids);
+	*keys = read_keys(&q, values, &n, relids);
 	return n;
+}
+
+/*
+ * Run q on the claim rows of keys[0..n-1] of table relid: its $1 is the
+ * table, $2 the keys, and the caller's values[2..] its other arguments.
+ * Returns how many rows it processed.
+ */
+uint64
+dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid, text **keys, int n,
+							  Datum *values)
+{
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	return dlock_spi_query(q, values, NULL);
+}
+
+/*
+ * The holders' writes of their live claims on these keys of table relid:
+ * $1 is the table, $2 the keys, $3 the holder, $4 its role, and $5 the
+ * ttl_us of a renewal.
+ */
+static int64
+write_holder_claims(DlockQuery *q, Oid relid, text **keys, int n,
+					text *holder, Oid role, int64 ttl_us)
+{
+	Datum		values[5];
+
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(role);
+	values[4] = Int64GetDatum(ttl_us);
+	return (int64) dlock_claim_store_run_on_keys(q, relid, keys, n, values);
 }
 
 /*
@@ -173,26 +196,20 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 int64
 dlock_claim_store_give_back(Oid relid, text **keys, int n, text *holder, Oid role)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[4] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID};
-	Datum		values[4];
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim"
+		"   SET holder = NULL, owner = NULL,"
+		"       expires_at = pg_catalog.clock_timestamp()"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND holder" EQ "$3 AND owner" EQ "$4"
+		"   AND expires_at OPERATOR(pg_catalog.>)"
+		" pg_catalog.clock_timestamp()",
+		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID}
+	};
 
 	if (n == 0)
 		return 0;
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	values[2] = PointerGetDatum(holder);
-	values[3] = ObjectIdGetDatum(role);
-	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
-												"UPDATE " DLOCK_SCHEMA ".claim"
-												"   SET holder = NULL, owner = NULL,"
-												"       expires_at = pg_catalog.clock_timestamp()"
-												" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-												"   AND holder" EQ "$3 AND owner" EQ "$4"
-												"   AND expires_at OPERATOR(pg_catalog.>)"
-												" pg_catalog.clock_timestamp()",
-												4, types),
-								 values, NULL, 0, SPI_OK_UPDATE);
+	return write_holder_claims(&q, relid, keys, n, holder, role, 0);
 }
 
 /*
@@ -203,46 +220,39 @@ int64
 dlock_claim_store_renew(Oid relid, text **keys, int n, text *holder, Oid role,
 						int64 ttl_us)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[5] = {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID};
-	Datum		values[5];
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim"
+		"   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
+		"                THEN ttl_us ELSE $5 END,"
+		"       expires_at = pg_catalog.clock_timestamp()"
+		"         OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>"
+		"         (CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END)"
+		"         ::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND holder" EQ "$3 AND owner" EQ "$4"
+		"   AND expires_at OPERATOR(pg_catalog.>)"
+		" pg_catalog.clock_timestamp()",
+		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID}
+	};
 
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	values[2] = PointerGetDatum(holder);
-	values[3] = ObjectIdGetDatum(role);
-	values[4] = Int64GetDatum(ttl_us);
-	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
-												"UPDATE " DLOCK_SCHEMA ".claim"
-												"   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
-												"                THEN ttl_us ELSE $5 END,"
-												"       expires_at = pg_catalog.clock_timestamp()"
-												"         OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>"
-												"         (CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END)"
-												"         ::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
-												" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-												"   AND holder" EQ "$3 AND owner" EQ "$4"
-												"   AND expires_at OPERATOR(pg_catalog.>)"
-												" pg_catalog.clock_timestamp()",
-												5, types),
-								 values, NULL, 0, SPI_OK_UPDATE);
+	return write_holder_claims(&q, relid, keys, n, holder, role, ttl_us);
 }
+
+/* the claim rows of keys $2 of table $1 */
+static DlockQuery delete_keys = {
+	"DELETE FROM " DLOCK_SCHEMA ".claim"
+	" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
+	SPI_OK_DELETE, {OIDOID, TEXTARRAYOID}
+};
 
 /* Delete the claim rows of these keys, whoever holds them; returns how many. */
 int64
 dlock_claim_store_delete(Oid relid, text **keys, int n)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {OIDOID, TEXTARRAYOID};
 	Datum		values[2];
 
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
-												"DELETE FROM " DLOCK_SCHEMA ".claim"
-												" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
-												2, types),
-								 values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_claim_store_run_on_keys(&delete_keys, relid, keys, n,
+												 values);
 }
 
 /*
@@ -266,40 +276,39 @@ dlock_claim_store_delete(Oid relid, text **keys, int n)
 int64
 dlock_claim_store_delete_idle(TimestampTz before, int limit)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[2] = {TIMESTAMPTZOID, INT4OID};
+	static DlockQuery q = {
+		"DELETE FROM " DLOCK_SCHEMA ".claim"
+		" WHERE ctid" EQ "ANY (ARRAY("
+		"WITH RECURSIVE t(relid) AS ("
+		"  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
+		"  UNION ALL"
+		"  SELECT (SELECT pg_catalog.min(c.relid)"
+		"            FROM " DLOCK_SCHEMA ".claim c"
+		"           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
+		"    FROM t WHERE t.relid IS NOT NULL)"
+		"SELECT c.ctid FROM t CROSS JOIN LATERAL ("
+		"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+		"    WHERE c.relid" EQ "t.relid"
+		"      AND c.expires_at OPERATOR(pg_catalog.<) $1"
+		"      AND c.poisoned_at IS NULL"
+		"      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
+		"                   WHERE r.oid" EQ "t.relid)"
+		"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) idle"
+		"  UNION ALL"
+		"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
+		"    WHERE c.relid" EQ "t.relid"
+		"      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
+		"                       WHERE r.oid" EQ "t.relid)"
+		"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c"
+		" WHERE t.relid IS NOT NULL"
+		" LIMIT $2))",
+		SPI_OK_DELETE, {TIMESTAMPTZOID, INT4OID}
+	};
 	Datum		values[2];
 
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int32GetDatum(limit);
-	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
-												"DELETE FROM " DLOCK_SCHEMA ".claim"
-												" WHERE ctid" EQ "ANY (ARRAY("
-												"WITH RECURSIVE t(relid) AS ("
-												"  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
-												"  UNION ALL"
-												"  SELECT (SELECT pg_catalog.min(c.relid)"
-												"            FROM " DLOCK_SCHEMA ".claim c"
-												"           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
-												"    FROM t WHERE t.relid IS NOT NULL)"
-												"SELECT c.ctid FROM t CROSS JOIN LATERAL ("
-												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
-												"    WHERE c.relid" EQ "t.relid"
-												"      AND c.expires_at OPERATOR(pg_catalog.<) $1"
-												"      AND c.poisoned_at IS NULL"
-												"      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
-												"                   WHERE r.oid" EQ "t.relid)"
-												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) idle"
-												"  UNION ALL"
-												"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
-												"    WHERE c.relid" EQ "t.relid"
-												"      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-												"                       WHERE r.oid" EQ "t.relid)"
-												"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c"
-												" WHERE t.relid IS NOT NULL"
-												" LIMIT $2))",
-												2, types),
-								 values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_spi_query(&q, values, NULL);
 }
 
 /*
@@ -311,31 +320,20 @@ dlock_claim_store_delete_idle(TimestampTz before, int limit)
 uint64
 dlock_claim_store_read_live(void)
 {
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr plan_03 = NULL;
+#define READ_LIVE(key_text) \
+	"SELECT relid::pg_catalog.regclass, " key_text ", holder," \
+	"       owner::pg_catalog.regrole, token, claimed_at," \
+	"       expires_at, attempts" \
+	"  FROM " DLOCK_SCHEMA ".claim" \
+	" WHERE holder IS NOT NULL" \
+	"   AND expires_at OPERATOR(pg_catalog.>)" \
+	" pg_catalog.clock_timestamp()"
+	static DlockQuery q = {READ_LIVE("COALESCE(long_key, key)"), SPI_OK_SELECT};
+	static DlockQuery q_03 = {READ_LIVE("key"), SPI_OK_SELECT};
+#undef READ_LIVE
 
-	if (!dlock_claim_store_has_long_key())
-		return dlock_spi_run(dlock_spi_plan(&plan_03,
-											"SELECT relid::pg_catalog.regclass, key, holder,"
-											"       owner::pg_catalog.regrole, token, claimed_at,"
-											"       expires_at, attempts"
-											"  FROM " DLOCK_SCHEMA ".claim"
-											" WHERE holder IS NOT NULL"
-											"   AND expires_at OPERATOR(pg_catalog.>)"
-											" pg_catalog.clock_timestamp()",
-											0, NULL),
-							 NULL, NULL, 0, SPI_OK_SELECT);
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"SELECT relid::pg_catalog.regclass,"
-										"       COALESCE(long_key, key), holder,"
-										"       owner::pg_catalog.regrole, token, claimed_at,"
-										"       expires_at, attempts"
-										"  FROM " DLOCK_SCHEMA ".claim"
-										" WHERE holder IS NOT NULL"
-										"   AND expires_at OPERATOR(pg_catalog.>)"
-										" pg_catalog.clock_timestamp()",
-										0, NULL),
-						 NULL, NULL, 0, SPI_OK_SELECT);
+	return dlock_spi_query(dlock_claim_store_has_long_key() ? &q : &q_03,
+						   NULL, NULL);
 }
 
 /*
@@ -345,42 +343,16 @@ dlock_claim_store_read_live(void)
 uint64
 dlock_claim_store_read_dead(void)
 {
-	static SPIPlanPtr plan = NULL;
+	static DlockQuery q = {
+		"SELECT relid::pg_catalog.regclass,"
+		"       COALESCE(long_key, key), attempts, holder,"
+		"       claimed_at, poisoned_at, owner"
+		"  FROM " DLOCK_SCHEMA ".claim"
+		" WHERE poisoned_at IS NOT NULL",
+		SPI_OK_SELECT
+	};
 
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"SELECT relid::pg_catalog.regclass,"
-										"       COALESCE(long_key, key), attempts, holder,"
-										"       claimed_at, poisoned_at, owner"
-										"  FROM " DLOCK_SCHEMA ".claim"
-										" WHERE poisoned_at IS NOT NULL",
-										0, NULL),
-						 NULL, NULL, 0, SPI_OK_SELECT);
-}
-
-/*
- * The tables that have claim rows (dlock.claim.relid values), sorted;
- * returns how many.  One probe of the primary key per table (a loose
- * index scan), whatever the number of claim rows.
- */
-uint64
-dlock_claim_store_relids(Oid **relids)
-{
-	static SPIPlanPtr plan = NULL;
-	uint64		n;
-
-	n = dlock_spi_run(dlock_spi_plan(&plan,
-									 "WITH RECURSIVE t(relid) AS ("
-									 "  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
-									 "  UNION ALL"
-									 "  SELECT (SELECT pg_catalog.min(c.relid)"
-									 "            FROM " DLOCK_SCHEMA ".claim c"
-									 "           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
-									 "    FROM t WHERE t.relid IS NOT NULL)"
-									 "SELECT relid FROM t WHERE relid IS NOT NULL",
-									 0, NULL),
-					  NULL, NULL, 0, SPI_OK_SELECT);
-	*relids = dlock_copy_oid_column(n, 1);
-	return n;
+	return dlock_spi_query(&q, NULL, NULL);
 }
 
 /*
@@ -392,28 +364,27 @@ dlock_claim_store_relids(Oid **relids)
 uint64
 dlock_claim_store_keys_of(Oid relid, text ***keys, text ***fulls)
 {
-	static SPIPlanPtr plan = NULL;
-	static SPIPlanPtr plan_03 = NULL;
-	Oid			types[1] = {OIDOID};
+	static DlockQuery q = {
+		"SELECT key, COALESCE(long_key,"
+		"  CASE WHEN pg_catalog.left(key, 1)"
+		"        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END)"
+		"  FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 ORDER BY key",
+		SPI_OK_SELECT, {OIDOID}
+	};
+	static DlockQuery q_03 = {
+		"SELECT key, CASE WHEN pg_catalog.left(key, 1)"
+		"        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END"
+		"  FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 ORDER BY key",
+		SPI_OK_SELECT, {OIDOID}
+	};
 	Datum		values[1];
 	uint64		n;
 
 	values[0] = ObjectIdGetDatum(relid);
-	n = dlock_spi_run(dlock_claim_store_has_long_key() ?
-					  dlock_spi_plan(&plan,
-									 "SELECT key, COALESCE(long_key,"
-									 "  CASE WHEN pg_catalog.left(key, 1)"
-									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END)"
-									 "  FROM " DLOCK_SCHEMA ".claim"
-									 " WHERE relid" EQ "$1 ORDER BY key",
-									 1, types) :
-					  dlock_spi_plan(&plan_03,
-									 "SELECT key, CASE WHEN pg_catalog.left(key, 1)"
-									 "        OPERATOR(pg_catalog.<>) pg_catalog.chr(127) THEN key END"
-									 "  FROM " DLOCK_SCHEMA ".claim"
-									 " WHERE relid" EQ "$1 ORDER BY key",
-									 1, types),
-					  values, NULL, 0, SPI_OK_SELECT);
+	n = dlock_spi_query(dlock_claim_store_has_long_key() ? &q : &q_03,
+						values, NULL);
 	*keys = dlock_copy_key_column(n);
 	*fulls = palloc(sizeof(text *) * Max(n, 1));
 	for (uint64 i = 0; i < n; i++)
@@ -436,24 +407,16 @@ dlock_claim_store_keys_of(Oid relid, text ***keys, text ***fulls)
 int64
 dlock_claim_store_move(Oid from, Oid to, text **keys, int n)
 {
-	static SPIPlanPtr del_plan = NULL;
-	static SPIPlanPtr move_plan = NULL;
-	Oid			types[3] = {OIDOID, TEXTARRAYOID, OIDOID};
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim SET relid = $1"
+		" WHERE relid" EQ "$3 AND key" EQ "ANY ($2)",
+		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, OIDOID}
+	};
 	Datum		values[3];
 
-	values[0] = ObjectIdGetDatum(to);
-	values[1] = dlock_text_array(keys, n);
+	(void) dlock_claim_store_delete(to, keys, n);
 	values[2] = ObjectIdGetDatum(from);
-	dlock_spi_run(dlock_spi_plan(&del_plan,
-								 "DELETE FROM " DLOCK_SCHEMA ".claim"
-								 " WHERE relid" EQ "$1 AND key" EQ "ANY ($2)",
-								 2, types),
-				  values, NULL, 0, SPI_OK_DELETE);
-	return (int64) dlock_spi_run(dlock_spi_plan(&move_plan,
-												"UPDATE " DLOCK_SCHEMA ".claim SET relid = $1"
-												" WHERE relid" EQ "$3 AND key" EQ "ANY ($2)",
-												3, types),
-								 values, NULL, 0, SPI_OK_UPDATE);
+	return (int64) dlock_claim_store_run_on_keys(&q, to, keys, n, values);
 }
 
 /*
@@ -463,8 +426,11 @@ dlock_claim_store_move(Oid from, Oid to, text **keys, int n)
 int64
 dlock_claim_store_forget(Oid *relids, int n)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[1] = {OIDARRAYOID};
+	static DlockQuery q = {
+		"DELETE FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "ANY ($1)",
+		SPI_OK_DELETE, {OIDARRAYOID}
+	};
 	Datum		values[1];
 	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
 
@@ -473,11 +439,7 @@ dlock_claim_store_forget(Oid *relids, int n)
 	values[0] = PointerGetDatum(construct_array(elems, n, OIDOID,
 												sizeof(Oid), true,
 												TYPALIGN_INT));
-	return (int64) dlock_spi_run(dlock_spi_plan(&plan,
-												"DELETE FROM " DLOCK_SCHEMA ".claim"
-												" WHERE relid" EQ "ANY ($1)",
-												1, types),
-								 values, NULL, 0, SPI_OK_DELETE);
+	return (int64) dlock_spi_query(&q, values, NULL);
 }
 
 /*
@@ -489,9 +451,17 @@ dlock_claim_store_forget(Oid *relids, int n)
 bool
 dlock_claim_store_rekey(Oid relid, text *from, text *to, text *to_full)
 {
-	static SPIPlanPtr del_plan = NULL;
-	static SPIPlanPtr plan = NULL;
-	Oid			types[4] = {OIDOID, TEXTOID, TEXTOID, TEXTOID};
+	static DlockQuery delete_to = {
+		"DELETE FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND key" EQ "$3"
+		"   AND $2 IS NOT NULL",
+		SPI_OK_DELETE, {OIDOID, TEXTOID, TEXTOID}
+	};
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim SET key = $3, long_key = $4"
+		" WHERE relid" EQ "$1 AND key" EQ "$2",
+		SPI_OK_UPDATE, {OIDOID, TEXTOID, TEXTOID, TEXTOID}
+	};
 	Datum		values[4];
 	char		nulls[4] = {' ', ' ', ' ', to_full ? ' ' : 'n'};
 
@@ -499,15 +469,6 @@ dlock_claim_store_rekey(Oid relid, text *from, text *to, text *to_full)
 	values[1] = PointerGetDatum(from);
 	values[2] = PointerGetDatum(to);
 	values[3] = PointerGetDatum(to_full);
-	dlock_spi_run(dlock_spi_plan(&del_plan,
-								 "DELETE FROM " DLOCK_SCHEMA ".claim"
-								 " WHERE relid" EQ "$1 AND key" EQ "$3"
-								 "   AND $2 IS NOT NULL",
-								 3, types),
-				  values, NULL, 0, SPI_OK_DELETE);
-	return dlock_spi_run(dlock_spi_plan(&plan,
-										"UPDATE " DLOCK_SCHEMA ".claim SET key = $3, long_key = $4"
-										" WHERE relid" EQ "$1 AND key" EQ "$2",
-										4, types),
-						 values, nulls, 0, SPI_OK_UPDATE) > 0;
+	(void) dlock_spi_query(&delete_to, values, NULL);
+	return dlock_spi_query(&q, values, nulls) > 0;
 }
