@@ -106,46 +106,49 @@ dlock_interval_usecs(const Interval *iv)
 }
 
 /*
+ * An interval argument as microseconds, not NULL, up to max_us (max_text
+ * in the message): zero_ok, from zero; else greater than zero.
+ */
+static int64
+interval_arg(FunctionCallInfo fcinfo, int argno, const char *what,
+			 bool zero_ok, int64 max_us, const char *max_text)
+{
+	int64		us;
+
+	dlock_arg_not_null(fcinfo, argno, what);
+	us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(argno));
+	if (us < 0 || (us == 0 && !zero_ok))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 zero_ok ?
+				 errmsg("%s must not be negative", what) :
+				 errmsg("%s must be greater than zero", what)));
+	if (us > max_us)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at most %s", what, max_text)));
+	return us;
+}
+
+/*
  * ttl: greater than zero and at most 30 days.  With null_ok, a NULL comes
  * back as -1 ("use the ttl the lease was granted with").
  */
 int64
 dlock_arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_ok)
 {
-	int64		us;
-
 	if (null_ok && PG_ARGISNULL(argno))
 		return -1;
-	dlock_arg_not_null(fcinfo, argno, "ttl");
-	us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(argno));
-	if (us <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl must be greater than zero")));
-	if (us > DLOCK_MAX_TTL_US)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ttl must be at most 30 days")));
-	return us;
+	return interval_arg(fcinfo, argno, "ttl", false, DLOCK_MAX_TTL_US,
+						"30 days");
 }
 
 /* wait: zero (do not wait) up to one day */
 int64
 dlock_arg_wait(FunctionCallInfo fcinfo, int argno)
 {
-	int64		us;
-
-	dlock_arg_not_null(fcinfo, argno, "wait");
-	us = dlock_interval_usecs(PG_GETARG_INTERVAL_P(argno));
-	if (us < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("wait must not be negative")));
-	if (us > DLOCK_MAX_WAIT_US)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("wait must be at most 1 day")));
-	return us;
+	return interval_arg(fcinfo, argno, "wait", true, DLOCK_MAX_WAIT_US,
+						"1 day");
 }
 
 /* slots of a semaphore: 1 (a lease) up to DLOCK_MAX_SLOTS */

@@ -131,6 +131,19 @@ typedef struct HolderArg
 } HolderArg;
 
 /*
+ * Begin SPI for writes of holder's claims: they are the calling role's
+ * (spi->caller), with ttl_us for a renewal.
+ */
+static void
+holder_spi_begin(DlockSpi *spi, HolderArg *arg, text *holder, int64 ttl_us)
+{
+	dlock_spi_begin(spi);
+	arg->holder = holder;
+	arg->role = spi->caller;
+	arg->ttl_us = ttl_us;
+}
+
+/*
  * Write, a page of KEY_CHUNK keys at a time, the live claims of the holder
  * on table relid, read page by page in key order: neither the keys of a
  * million claims nor their locks are ever held at once.
@@ -241,9 +254,7 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 	HolderArg	arg;
 
 	dlock_claim_returns_bump();
-	dlock_spi_begin(&spi);
-	arg.holder = holder;
-	arg.role = spi.caller;
+	holder_spi_begin(&spi, &arg, holder, -1);
 	/* only its own live claims' keys: a caller cannot lock others' rows */
 	if (keys == NULL)
 		n = write_holder_pages(t->claim_relid, &arg, ExclusiveLock,
@@ -338,10 +349,7 @@ dlock_claim_renew(const ClaimTarget *t, text *holder, int64 ttl_us)
 	int64		n;
 	HolderArg	arg;
 
-	dlock_spi_begin(&spi);
-	arg.holder = holder;
-	arg.role = spi.caller;
-	arg.ttl_us = ttl_us;
+	holder_spi_begin(&spi, &arg, holder, ttl_us);
 	n = write_holder_pages(t->claim_relid, &arg, ShareLock, renew_holder_claims);
 	dlock_spi_end(&spi);
 	return n;
@@ -386,9 +394,7 @@ dlock_claim_release_all(text *holder)
 	HolderArg	arg;
 
 	dlock_claim_returns_bump();
-	dlock_spi_begin(&spi);
-	arg.holder = holder;
-	arg.role = spi.caller;
+	holder_spi_begin(&spi, &arg, holder, -1);
 	page_cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock claim page",
 									 ALLOCSET_DEFAULT_SIZES);
 	do
@@ -399,7 +405,7 @@ dlock_claim_release_all(text *holder)
 		int			start = 0;
 
 		CHECK_FOR_INTERRUPTS();
-		nrows = dlock_claim_store_holder_all_page(holder, spi.caller, after_relid,
+		nrows = dlock_claim_store_holder_all_page(holder, arg.role, after_relid,
 												  after_key, KEY_CHUNK, &keys,
 												  &relids);
 		/* one table at a time, keys in order */
