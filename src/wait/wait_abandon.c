@@ -55,11 +55,7 @@ typedef struct AbandonedGrant
 	bool		in_use;
 	bool		taken;			/* a worker is deleting its row */
 	Oid			dboid;
-	Oid			owner;
-	int64		token;
-	TimestampTz expires_at;
-	char		key[DLOCK_MAX_KEY_BYTES + 1];
-	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
+	DlockAbandoned grant;		/* as the worker takes it (but its slot) */
 } AbandonedGrant;
 
 typedef struct AbandonedList
@@ -103,7 +99,7 @@ dlock_abandoned_add(const char *key, const char *holder, Oid owner,
 			g = s;
 			pg_atomic_fetch_add_u32(&abandoned->nused, 1);
 		}
-		else if (!s->taken && s->expires_at <= now)
+		else if (!s->taken && s->grant.expires_at <= now)
 			g = s;
 	}
 	if (g != NULL)
@@ -111,11 +107,11 @@ dlock_abandoned_add(const char *key, const char *holder, Oid owner,
 		g->in_use = true;
 		g->taken = false;
 		g->dboid = MyDatabaseId;
-		g->owner = owner;
-		g->token = token;
-		g->expires_at = expires_at;
-		strlcpy(g->key, key, sizeof(g->key));
-		strlcpy(g->holder, holder, sizeof(g->holder));
+		g->grant.owner = owner;
+		g->grant.token = token;
+		g->grant.expires_at = expires_at;
+		strlcpy(g->grant.key, key, sizeof(g->grant.key));
+		strlcpy(g->grant.holder, holder, sizeof(g->grant.holder));
 	}
 	LWLockRelease(abandoned->lock);
 
@@ -144,7 +140,7 @@ dlock_abandoned(int64 token)
 	{
 		AbandonedGrant *s = &abandoned->slots[i];
 
-		found = s->in_use && s->token == token && s->dboid == MyDatabaseId;
+		found = s->in_use && s->grant.token == token && s->dboid == MyDatabaseId;
 	}
 	LWLockRelease(abandoned->lock);
 	return found;
@@ -169,12 +165,8 @@ dlock_abandoned_take(DlockAbandoned *a)
 		if (s->in_use && !s->taken && s->dboid == MyDatabaseId)
 		{
 			s->taken = true;
+			*a = s->grant;
 			a->slot = i;
-			a->owner = s->owner;
-			a->token = s->token;
-			a->expires_at = s->expires_at;
-			strlcpy(a->key, s->key, sizeof(a->key));
-			strlcpy(a->holder, s->holder, sizeof(a->holder));
 			found = true;
 		}
 	}
@@ -195,7 +187,7 @@ dlock_abandoned_done(const DlockAbandoned *a, bool done)
 
 	LWLockAcquire(abandoned->lock, LW_EXCLUSIVE);
 	s = &abandoned->slots[a->slot];
-	if (s->in_use && s->token == a->token && s->dboid == MyDatabaseId)
+	if (s->in_use && s->grant.token == a->token && s->dboid == MyDatabaseId)
 	{
 		if (done)
 		{
