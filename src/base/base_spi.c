@@ -136,23 +136,23 @@ dlock_schema_owner(void)
  *    costed far above jit_above_cost and would be compiled (tens of
  *    milliseconds) on every call.
  */
+static const char *const internal_settings[][2] = {
+	{"search_path", "pg_catalog, pg_temp"},
+	{"enable_seqscan", "off"},
+	{"enable_bitmapscan", "off"},
+	{"jit", "off"},
+};
+
 static int
 pin_internal_settings(void)
 {
 	int			nestlevel = NewGUCNestLevel();
 
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-	(void) set_config_option("enable_seqscan", "off",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-	(void) set_config_option("enable_bitmapscan", "off",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-	(void) set_config_option("jit", "off",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
+	for (int i = 0; i < lengthof(internal_settings); i++)
+		(void) set_config_option(internal_settings[i][0],
+								 internal_settings[i][1],
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+								 true, 0, false);
 	return nestlevel;
 }
 
