@@ -167,7 +167,7 @@ ddl_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * partition, or no longer exists), a partition being detached counted in
  * the tree it is leaving (dlock_claim_partition_ancestors).
  */
-Oid
+static Oid
 dlock_claim_ddl_root_of(Oid relid)
 {
 	List	   *ancestors = dlock_claim_partition_ancestors(relid);

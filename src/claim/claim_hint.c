@@ -47,6 +47,7 @@
 #include "utils/typcache.h"
 
 #include "claim/claim.h"
+#include "claim/claim_int.h"
 #include "compat.h"
 
 #define DLOCK_STEP_MIN_ROWS		1000

@@ -49,6 +49,7 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "claim/claim_int.h"
 #include "compat.h"
 
 /*

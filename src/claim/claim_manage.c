@@ -29,6 +29,7 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "claim/claim_int.h"
 
 /*
  * True when holder (and the calling role) holds an unexpired claim on the

@@ -56,6 +56,7 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "claim/claim_int.h"
 #include "compat.h"
 
 static void check_access(Oid relid, const char *fn);
@@ -469,7 +470,7 @@ lookup_target(Oid relid)
 /*
  * The claim target of a table given by oid (regclass arguments).  fn, when
  * given, is the calling function, which needs what dlock_claim needs
- * (dlock_claim_check_access).  The table is then locked in AccessShareLock
+ * (check_access).  The table is then locked in AccessShareLock
  * to the end of the transaction, as by a query that reads it: DDL that
  * changes the table (or moves its claims, claim_ddl.c) waits for the
  * transaction, and invalidations that arrived until the lock was granted
@@ -499,15 +500,8 @@ dlock_claim_target_for_rel(Oid relid, const char *fn)
  * table's schema and UPDATE on the table (or on one of its columns: what
  * FOR UPDATE needs to lock a row).  A role that
  * cannot touch the table must not learn which of its rows are claimed, nor
- * lock their keys.
+ * lock their keys.  The table may have been dropped.
  */
-void
-dlock_claim_check_access(const ClaimTarget *t, const char *fn)
-{
-	check_access(t->relid, fn);
-}
-
-/* dlock_claim_check_access of table relid, which may have been dropped */
 static void
 check_access(Oid relid, const char *fn)
 {
