@@ -4,7 +4,7 @@
  *		What the base layer offers every family: limits, arguments, key lock
  *		tags, keys, settings, SPI as dlock's owner, counters, direct heap and
  *		index access, and fencing tokens.  Nothing in base/ calls up into a
- *		family.
+ *		family.  What only base/ files share is in base_int.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -126,7 +126,6 @@ extern Oid *dlock_copy_oid_column(uint64 n, int col);
 extern int	dlock_poll_interval_ms;
 extern int	dlock_safety_wake_ms;
 extern int	dlock_debug_queue_delay_ms;
-extern int	dlock_debug_sweep_every;
 extern int	dlock_idle_key_lifetime_s;
 extern bool dlock_handoff_yield;
 
@@ -170,7 +169,6 @@ typedef struct DlockQuery
 	struct _SPI_plan *plan;		/* NULL until its first run */
 } DlockQuery;
 
-extern Oid	dlock_schema_owner(void);
 extern void dlock_spi_begin(DlockSpi *ctx);
 extern void dlock_spi_end(DlockSpi *ctx);
 extern void dlock_spi_as_caller(DlockSpi *ctx);

@@ -16,6 +16,7 @@
 #include "utils/guc.h"
 
 #include "base/base.h"
+#include "base/base_int.h"
 
 int			dlock_poll_interval_ms = 10;
 int			dlock_safety_wake_ms = 1000;

@@ -40,6 +40,7 @@
 #include "utils/syscache.h"
 
 #include "base/base.h"
+#include "base/base_int.h"
 
 static Oid	owner_kept = InvalidOid;	/* dlock_schema_owner(), or none */
 static bool owner_callback_registered = false;

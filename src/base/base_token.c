@@ -47,6 +47,7 @@
 #include "utils/lsyscache.h"
 
 #include "base/base.h"
+#include "base/base_int.h"
 
 /* how far below the clock a token may fall before the floor moves it up */
 #define DLOCK_TOKEN_SLACK_US	(10 * 1000)

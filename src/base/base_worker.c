@@ -22,6 +22,7 @@
 #include "postmaster/bgworker.h"
 
 #include "base/base.h"
+#include "base/base_int.h"
 
 /* this transaction drew the sweep of leases, of claims */
 static bool lease_sweep_drawn = false;

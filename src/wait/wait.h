@@ -3,7 +3,8 @@
  * wait/wait.h
  *		What the wait family offers the others: the FIFO queue in shared
  *		memory, sleeping on it, hand-over, abandoned grants and the client's
- *		connection check.  The protocol is in wait/README.md.
+ *		connection check.  What only wait/ files share is in wait_int.h.
+ *		The protocol is in wait/README.md.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,7 +13,6 @@
 
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
-#include "port.h"
 
 #include "base/base.h"
 #include "compat.h"
@@ -33,15 +33,6 @@ typedef struct DlockWaiter
 	char		holder[DLOCK_MAX_HOLDER_BYTES + 1];
 } DlockWaiter;
 
-/* a hand-off offered to a waiter (see wait_queue.c, "Hand-off") */
-typedef enum DlockOfferState
-{
-	DLOCK_OFFER_NONE = 0,
-	DLOCK_OFFER_OFFERED,
-	DLOCK_OFFER_COMMITTING,
-	DLOCK_OFFER_GRANTED
-} DlockOfferState;
-
 /* the releaser's record of an offer, kept to the end of its transaction */
 typedef struct DlockOffer
 {
@@ -50,7 +41,7 @@ typedef struct DlockOffer
 	text	   *holder;			/* the waiter's holder, role and ttl */
 	Oid			owner;
 	int64		ttl_us;
-	int64		token;			/* the grant written (filled in by lease_decide.c) */
+	int64		token;			/* the grant written (filled in by lease_handover.c) */
 	TimestampTz expires_at;
 } DlockOffer;
 
@@ -114,7 +105,6 @@ extern void dlock_abandon_shmem_startup(void);
  *		The backend's client connection: is it still there? (wait_client.c)
  * ----------------
  */
-extern pgsocket dlock_client_socket(void);
 extern bool dlock_client_gone(void);
 DLOCK_NORETURN_BEFORE extern void dlock_client_lost(void) DLOCK_NORETURN_AFTER;
 
@@ -124,8 +114,6 @@ DLOCK_NORETURN_BEFORE extern void dlock_client_lost(void) DLOCK_NORETURN_AFTER;
  *		(wait_sleep.c).
  * ----------------
  */
-extern bool dlock_sleep(int64 timeout_us);
-extern void dlock_sleep_briefly(long ms);
 extern void dlock_wait_yield(void);
 extern void dlock_wait_durable(XLogRecPtr lsn);
 

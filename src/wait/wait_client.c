@@ -33,6 +33,7 @@
 #include "tcop/tcopprot.h"
 
 #include "wait/wait.h"
+#include "wait/wait_int.h"
 
 /*
  * The client's socket, for a wait that is to end when it closes; or

@@ -68,6 +68,16 @@
 #include "base/base.h"
 #include "compat.h"
 #include "wait/wait.h"
+#include "wait/wait_int.h"
+
+/* a hand-off offered to a waiter (see "Hand-off" above) */
+typedef enum DlockOfferState
+{
+	DLOCK_OFFER_NONE = 0,
+	DLOCK_OFFER_OFFERED,
+	DLOCK_OFFER_COMMITTING,
+	DLOCK_OFFER_GRANTED
+} DlockOfferState;
 
 /* one waiting backend */
 typedef struct DlockWaitSlot

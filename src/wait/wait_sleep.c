@@ -29,6 +29,7 @@
 #include "base/base.h"
 #include "compat.h"
 #include "wait/wait.h"
+#include "wait/wait_int.h"
 
 /*
  * The wait event of a waiting acquire, "DlockWait" (type Extension) where
