@@ -70,6 +70,10 @@ token_seq_oid(void)
 	return relid;
 }
 
+/*
+ * The clock in microseconds since 1970: no token is more than the slack
+ * below it (the floor rule above).
+ */
 static int64
 clock_floor(void)
 {

@@ -4,7 +4,8 @@
  *		Claims: leases on rows of the user's own tables, kept in
  *		dlock.claim and handed out in batches with FOR UPDATE SKIP LOCKED.
  *
- * A claim of up to n rows goes down the floors, each step once a batch:
+ * A claim of up to n rows takes these steps, once a batch, each through
+ * a callee of this file:
  *	1. runs the caller's query (claim_query.c) as the caller: rows that
  *	   match the filter, in order, that no live claim holds, locked FOR
  *	   UPDATE SKIP LOCKED.  Whether a claim holds a row is checked as the
