@@ -152,7 +152,7 @@ no-claim-sweep@src/claim/claim_take.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 
 no-claim-schema-check@src/claim/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/base/base_keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
 no-count-extended@src/lease/lease_acquire.c@\t\tdlock_count(DLOCK_STAT_EXTENDED, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
-no-count-renewals@src/lease/lease_sql.c@\t\tdlock_count(DLOCK_STAT_RENEWALS, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
+no-count-renewals@src/lease/lease_sql.c@dlock_count(renew ? DLOCK_STAT_RENEWALS : DLOCK_STAT_RELEASES, 1);@dlock_count(DLOCK_STAT_RELEASES, renew ? 0 : 1);@regress:promises isolation:time_at_once
 no-count-validation-failures@src/lease/lease_decide.c@\t\tdlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);@\t\t(void) 0;@regress:promises isolation:time_at_once
 claim-keys-as-written@src/claim/claim_key.c@\tif (t->pk_spellings || exists)@\tif (exists)@regress:claim_keys isolation:claim_key_spellings
 claim-fence-unlocked@src/claim/claim_manage.c@\tif (!dlock_key_trylock(&kl, ShareLock))\n\t{@\tif (false)\n\t{@tap:075_two_phase
