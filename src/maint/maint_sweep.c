@@ -41,7 +41,12 @@
 #include "base/base.h"
 #include "claim/claim.h"
 #include "lease/lease.h"
-#include "maint/maint.h"
+#include "maint/maint_int.h"
+
+/* rows the sweep of a grant deletes at most */
+#define DLOCK_SWEEP_ROWS	64
+/* claim rows the sweep of a claim deletes at most */
+#define DLOCK_CLAIM_SWEEP_ROWS	256
 
 /*
  * Delete up to limit lease rows free or expired for longer than idle_us,

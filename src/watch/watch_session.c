@@ -49,7 +49,7 @@
 #include "base/base.h"
 #include "compat.h"
 #include "lease/lease.h"
-#include "watch/watch.h"
+#include "watch/watch_int.h"
 
 /* one dlock_watch or dlock_unwatch of this transaction */
 typedef struct WatchOp
