@@ -13,6 +13,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "nodes/nodes.h"
 #include "storage/dsm.h"
 #include "storage/lockdefs.h"
 #include "access/skey.h"
@@ -267,5 +268,20 @@ extern void dlock_worker_start_undo(void);
 extern void dlock_sweep_maybe(void);
 extern void dlock_claim_sweep_maybe(void);
 extern void dlock_sweeps_drawn(bool *leases, bool *claims);
+
+/* ----------------
+ * base_xact.c
+ *		An internal subtransaction whose error the caller handles, and the
+ *		families' checks around utility statements (base_xact.c).
+ * ----------------
+ */
+typedef bool (*DlockSubxactFn) (void *arg);
+extern ErrorData *dlock_subxact_run(DlockSubxactFn fn, void *arg, bool *kept);
+
+/* before: does the family act after stmt?  after: what it does */
+typedef bool (*DlockUtilityBefore) (Node *stmt);
+typedef void (*DlockUtilityAfter) (void);
+extern void dlock_utility_hook_add(DlockUtilityBefore before,
+								   DlockUtilityAfter after);
 
 #endif							/* DLOCK_BASE_H */

@@ -13,13 +13,14 @@
  * so no two calls can wait for each other in a cycle (the key locks
  * they hold are all below the key they wait for).
  *
- * All or none.  The acquires run in an internal subtransaction.  When a
- * key cannot be had before the deadline, or on an error (a cancel, a
- * timeout), the subtransaction rolls back: the grants already written
- * are undone and their key locks go at once, and lease_xact.c wakes those
- * keys' waiters on the subtransaction's abort.  The key that was waited
- * for was left by its queue (lease_acquire.c).  Nothing is left held or
- * queued.
+ * All or none.  The acquires run in an internal subtransaction
+ * (dlock_subxact_run, base_xact.c).  When a key cannot be had before the
+ * deadline, or on an error (a cancel, a timeout), the subtransaction rolls
+ * back: the grants already written are undone and their key locks go at
+ * once, and lease_xact.c wakes those keys' waiters on the subtransaction's
+ * abort; an error is then thrown again, as PL/pgSQL's exception blocks do.
+ * The key that was waited for was left by its queue (lease_acquire.c).
+ * Nothing is left held or queued.
  *
  * One deadline.  wait is the wait of the whole call: each key waits only
  * for what is left of it.  With wait = 0 no key waits at all.
@@ -39,12 +40,10 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "miscadmin.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "base/base.h"
 #include "compat.h"
 #include "lease/lease_int.h"
 
@@ -80,14 +79,34 @@ multikey_cmp(const void *a, const void *b)
 	return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
+/* one call's distinct keys, in the order they are taken */
+typedef struct MultiCall
+{
+	text	  **keys;
+	int			n;
+	text	   *holder;
+	int64		ttl_us;
+	int64		wait_us;
+	TimestampTz deadline;
+	int64	   *tokens;			/* out: tokens[i] is keys[i]'s */
+} MultiCall;
+
 /*
- * Take the n distinct keys in the order given, all before deadline;
- * tokens[i] is key i's.  False at the first key not had in time.
+ * Take the n distinct keys in the order given, all before deadline; run
+ * in an internal subtransaction (dlock_subxact_run), kept when every key
+ * was had.  False at the first key not had in time.
  */
 static bool
-acquire_in_order(text **keys, int n, text *holder, int64 ttl_us,
-				 int64 wait_us, TimestampTz deadline, int64 *tokens)
+acquire_in_order(void *arg)
 {
+	MultiCall  *c = (MultiCall *) arg;
+	text	  **keys = c->keys;
+	int			n = c->n;
+	text	   *holder = c->holder;
+	int64		ttl_us = c->ttl_us;
+	int64		wait_us = c->wait_us;
+	TimestampTz deadline = c->deadline;
+	int64	   *tokens = c->tokens;
 	int			i;
 
 	for (i = 0; i < n; i++)
@@ -121,50 +140,6 @@ acquire_in_order(text **keys, int n, text *holder, int64 ttl_us,
 }
 
 /*
- * Run acquire_in_order in an internal subtransaction, kept when every key
- * was had, rolled back otherwise (also on an error, which is then thrown
- * again, as PL/pgSQL's exception blocks do).
- */
-static bool
-acquire_in_subxact(text **keys, int n, text *holder, int64 ttl_us,
-				   int64 wait_us, int64 *tokens)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	TimestampTz deadline = GetCurrentTimestamp() + wait_us;
-	volatile bool all = false;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		all = acquire_in_order(keys, n, holder, ttl_us, wait_us, deadline,
-							   tokens);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-
-	if (all)
-		ReleaseCurrentSubTransaction();
-	else
-		RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	return all;
-}
-
-/*
  * Acquire every key of keys[0..nkeys-1] for holder, or none, waiting up to
  * wait_us in all.  True with tokens[i] the token of keys[i] (the same
  * token for a key given twice); false, with nothing held or queued, when
@@ -180,6 +155,9 @@ dlock_acquire_all(text **keys, int nkeys, text *holder, int64 ttl_us,
 	int		   *which;
 	int			nd = 0;
 	int			i;
+	MultiCall	call;
+	ErrorData  *edata;
+	bool		all;
 
 	if (nkeys == 0)
 		return true;
@@ -203,7 +181,18 @@ dlock_acquire_all(text **keys, int nkeys, text *holder, int64 ttl_us,
 		which[mk[i].pos] = nd - 1;
 	}
 
-	if (!acquire_in_subxact(distinct, nd, holder, ttl_us, wait_us, dtokens))
+	call.keys = distinct;
+	call.n = nd;
+	call.holder = holder;
+	call.ttl_us = ttl_us;
+	call.wait_us = wait_us;
+	call.deadline = GetCurrentTimestamp() + wait_us;
+	call.tokens = dtokens;
+	/* an error rolls the subtransaction back and is thrown again */
+	edata = dlock_subxact_run(acquire_in_order, &call, &all);
+	if (edata != NULL)
+		ReThrowError(edata);
+	if (!all)
 		return false;
 	for (i = 0; i < nkeys; i++)
 		tokens[i] = dtokens[which[i]];

@@ -103,6 +103,33 @@ dlock_acquire_shared_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * dlock_release and dlock_renew: key and holder in arguments 0 and 1, for
+ * a renewal the ttl in argument 2 (NULL: the ttl the lease was granted
+ * with), then the token (NULL: whatever grant); checked in that order.
+ * True, and counted, when the holder's unexpired lease was released or
+ * renewed.
+ */
+static Datum
+release_or_renew_sql(FunctionCallInfo fcinfo, bool renew)
+{
+	text	   *key = dlock_arg_key(fcinfo, 0);
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int64		ttl_us = renew ? dlock_arg_ttl(fcinfo, 2, true) : 0;
+	int64		token = 0;
+	bool		has_token = dlock_arg_token(fcinfo, renew ? 3 : 2, true, &token);
+	bool		ok;
+
+	dlock_arg_writes_allowed(renew ? "dlock_renew()" : "dlock_release()");
+	if (renew)
+		ok = dlock_lease_renew(key, holder, ttl_us, has_token, token);
+	else
+		ok = dlock_lease_release(key, holder, has_token, token);
+	if (ok)
+		dlock_count(renew ? DLOCK_STAT_RENEWALS : DLOCK_STAT_RELEASES, 1);
+	PG_RETURN_BOOL(ok);
+}
+
+/*
  * dlock_release(key text, holder text, token bigint DEFAULT NULL)
  *		RETURNS boolean
  *
@@ -114,17 +141,7 @@ PG_FUNCTION_INFO_V1(dlock_release_sql);
 Datum
 dlock_release_sql(PG_FUNCTION_ARGS)
 {
-	text	   *key = dlock_arg_key(fcinfo, 0);
-	text	   *holder = dlock_arg_holder(fcinfo, 1);
-	int64		token = 0;
-	bool		has_token = dlock_arg_token(fcinfo, 2, true, &token);
-	bool		ok;
-
-	dlock_arg_writes_allowed("dlock_release()");
-	ok = dlock_lease_release(key, holder, has_token, token);
-	if (ok)
-		dlock_count(DLOCK_STAT_RELEASES, 1);
-	PG_RETURN_BOOL(ok);
+	return release_or_renew_sql(fcinfo, false);
 }
 
 /*
@@ -133,24 +150,14 @@ dlock_release_sql(PG_FUNCTION_ARGS)
  *
  * Extends the holder's unexpired lease to now + ttl (NULL ttl: the ttl it
  * was granted with).  False when the lease is lost (expired, released,
- * taken over, or a different grant than token).
+ * taken over, or a different grant than token).  NULL key or holder is an
+ * error.
  */
 PG_FUNCTION_INFO_V1(dlock_renew_sql);
 Datum
 dlock_renew_sql(PG_FUNCTION_ARGS)
 {
-	text	   *key = dlock_arg_key(fcinfo, 0);
-	text	   *holder = dlock_arg_holder(fcinfo, 1);
-	int64		ttl_us = dlock_arg_ttl(fcinfo, 2, true);
-	int64		token = 0;
-	bool		has_token = dlock_arg_token(fcinfo, 3, true, &token);
-	bool		ok;
-
-	dlock_arg_writes_allowed("dlock_renew()");
-	ok = dlock_lease_renew(key, holder, ttl_us, has_token, token);
-	if (ok)
-		dlock_count(DLOCK_STAT_RENEWALS, 1);
-	PG_RETURN_BOOL(ok);
+	return release_or_renew_sql(fcinfo, true);
 }
 
 /*

@@ -14,7 +14,8 @@
  * sleeps again).  A prepared transaction keeps its locks past this
  * backend's transaction; COMMIT PREPARED and ROLLBACK PREPARED (which may
  * run in any backend, and do not know its keys) wake the head of every
- * queue in the database, through a ProcessUtility hook.
+ * queue in the database, through dlock's ProcessUtility hook
+ * (base_xact.c).
  *
  * Asynchronous release.  A release that is lost in a crash only keeps the
  * key until its ttl runs out, and the next holder's durable acquire
@@ -54,7 +55,6 @@
 #include "access/xlog.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
-#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -98,8 +98,6 @@ typedef struct ReceivedGrant
 
 static List *received = NIL;
 static bool received_callback_registered = false;
-
-static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 static void dlock_xact_callback(XactEvent event, void *arg);
 static void dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
@@ -270,32 +268,19 @@ dlock_resowner_callback(ResourceReleasePhase phase, bool isCommit,
 
 /*
  * COMMIT PREPARED / ROLLBACK PREPARED: once the prepared transaction's
- * locks are gone, wake the head of every queue in this database.
+ * locks are gone, wake the head of every queue in this database
+ * (dlock_wait_wake_all_heads, run after the statement: base_xact.c).
  */
-static void
-dlock_process_utility(PlannedStmt *pstmt, const char *queryString,
-					  bool readOnlyTree, ProcessUtilityContext context,
-					  ParamListInfo params, QueryEnvironment *queryEnv,
-					  DestReceiver *dest, QueryCompletion *qc)
+static bool
+finishes_prepared(Node *stmt)
 {
-	Node	   *stmt = pstmt->utilityStmt;
-	bool		finishes_prepared = false;
+	TransactionStmtKind kind;
 
-	if (IsA(stmt, TransactionStmt))
-	{
-		TransactionStmtKind kind = ((TransactionStmt *) stmt)->kind;
-
-		finishes_prepared = (kind == TRANS_STMT_COMMIT_PREPARED ||
-							 kind == TRANS_STMT_ROLLBACK_PREPARED);
-	}
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-	if (finishes_prepared)
-		dlock_wait_wake_all_heads();
+	if (!IsA(stmt, TransactionStmt))
+		return false;
+	kind = ((TransactionStmt *) stmt)->kind;
+	return kind == TRANS_STMT_COMMIT_PREPARED ||
+		kind == TRANS_STMT_ROLLBACK_PREPARED;
 }
 
 /* ---- abandoned grants ---- */
@@ -386,6 +371,5 @@ dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
 void
 dlock_xact_init(void)
 {
-	prev_ProcessUtility = ProcessUtility_hook;
-	ProcessUtility_hook = dlock_process_utility;
+	dlock_utility_hook_add(finishes_prepared, dlock_wait_wake_all_heads);
 }

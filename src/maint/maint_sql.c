@@ -13,7 +13,7 @@
 #include "utils/timestamp.h"
 
 #include "base/base.h"
-#include "maint/maint.h"
+#include "maint/maint_int.h"
 
 /*
  * dlock_cleanup(idle interval DEFAULT NULL) RETURNS bigint

@@ -19,10 +19,10 @@
  *    rather than a count, so that short sessions behind poolers take part
  *    too), sweeps a few rows at the pre-commit of its transaction, however
  *    long that transaction still runs after the grant or claim; in a
- *    subtransaction, so that a failing sweep only logs and never fails the
- *    commit.  Not in a SERIALIZABLE
- *    transaction (it would take part in its conflict detection), nor in a
- *    prepared one (it would hold its row locks until COMMIT PREPARED);
+ *    subtransaction (base_xact.c), so that a failing sweep only logs and
+ *    never fails the commit.  Not in a SERIALIZABLE transaction (it would
+ *    take part in its conflict detection), nor in a prepared one (it would
+ *    hold its row locks until COMMIT PREPARED);
  *  - dlock_cleanup() has dlock's background worker do it, in transactions
  *    of the worker's own (maint_worker.c).
  *
@@ -36,14 +36,17 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
 #include "claim/claim.h"
 #include "lease/lease.h"
-#include "maint/maint.h"
+#include "maint/maint_int.h"
+
+/* rows the sweep of a grant deletes at most */
+#define DLOCK_SWEEP_ROWS	64
+/* claim rows the sweep of a claim deletes at most */
+#define DLOCK_CLAIM_SWEEP_ROWS	256
 
 /*
  * Delete up to limit lease rows free or expired for longer than idle_us,
@@ -97,6 +100,26 @@ dlock_lease_delete_abandoned(text *key, text *holder, Oid owner, int64 token)
 	return deleted;
 }
 
+/* the sweeps a transaction drew */
+typedef struct SweepsDrawn
+{
+	bool		leases;
+	bool		claims;
+	int64		idle_us;
+} SweepsDrawn;
+
+static bool
+sweep_drawn(void *arg)
+{
+	SweepsDrawn *d = (SweepsDrawn *) arg;
+
+	if (d->leases)
+		(void) dlock_lease_sweep(d->idle_us, DLOCK_SWEEP_ROWS, false);
+	if (d->claims)
+		(void) dlock_claim_sweep(d->idle_us, DLOCK_CLAIM_SWEEP_ROWS);
+	return true;
+}
+
 /*
  * The sweeps drawn (of leases, of claims), in a subtransaction whose error
  * is logged, not raised.
@@ -104,34 +127,20 @@ dlock_lease_delete_abandoned(text *key, text *holder, Oid owner, int64 token)
 static void
 sweep_now(bool leases, bool claims)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	int64		idle_us = (int64) dlock_idle_key_lifetime_s * USECS_PER_SEC;
+	SweepsDrawn d;
+	ErrorData  *edata;
+	bool		kept;
 
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
+	d.leases = leases;
+	d.claims = claims;
+	d.idle_us = (int64) dlock_idle_key_lifetime_s * USECS_PER_SEC;
+	edata = dlock_subxact_run(sweep_drawn, &d, &kept);
+	if (edata != NULL)
 	{
-		if (leases)
-			(void) dlock_lease_sweep(idle_us, DLOCK_SWEEP_ROWS, false);
-		if (claims)
-			(void) dlock_claim_sweep(idle_us, DLOCK_CLAIM_SWEEP_ROWS);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
 		ereport(LOG,
 				(errmsg("dlock could not sweep idle keys: %s", edata->message)));
 		FreeErrorData(edata);
 	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
 }
 
 static void

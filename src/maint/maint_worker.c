@@ -46,7 +46,7 @@
 #include "utils/snapmgr.h"
 
 #include "base/base.h"
-#include "maint/maint.h"
+#include "maint/maint_int.h"
 #include "wait/wait.h"
 #include "watch/watch.h"
 

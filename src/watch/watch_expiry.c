@@ -42,7 +42,6 @@
 #include "compat.h"
 #include "lease/lease.h"
 #include "wait/wait.h"
-#include "watch/watch.h"
 #include "watch/watch_int.h"
 
 /* how soon a key another transaction is writing is looked at again */

@@ -28,7 +28,7 @@
 
 #include "base/base.h"
 #include "compat.h"
-#include "watch/watch.h"
+#include "watch/watch_int.h"
 
 /* a committing transaction that changed leases, one slot per backend */
 typedef struct WatchCommit

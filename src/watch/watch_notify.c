@@ -60,7 +60,7 @@
 
 #include "base/base.h"
 #include "compat.h"
-#include "watch/watch.h"
+#include "watch/watch_int.h"
 
 /* PostgreSQL's own limit (commands/async.c) */
 #define NOTIFY_PAYLOAD_LIMIT	(BLCKSZ - NAMEDATALEN - 128)
@@ -140,7 +140,7 @@ record(DlockWatchKind kind, DlockGrantCause cause, text *key, text *holder,
  * lease it took over, as expired; an abandoned hand-over grant, as
  * released (lease_decide.c).
  */
-void
+static void
 dlock_watch_granted(text *key, DlockGrantCause cause, text *holder, Oid owner,
 					int64 token, TimestampTz expires_at)
 {
@@ -152,7 +152,7 @@ dlock_watch_granted(text *key, DlockGrantCause cause, text *holder, Oid owner,
  * key's live lease (holder, owner, token, expires_at) was freed, or handed
  * over (a grant follows)
  */
-void
+static void
 dlock_watch_released(text *key, text *holder, Oid owner, int64 token,
 					 TimestampTz expires_at)
 {
@@ -170,7 +170,7 @@ dlock_watch_expired(text *key, text *holder, Oid owner, int64 token,
 }
 
 /* the hand-over of key with token did not happen: the key was freed */
-void
+static void
 dlock_watch_grant_withdrawn(text *key, int64 token)
 {
 	ListCell   *lc;

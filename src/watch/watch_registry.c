@@ -3,8 +3,8 @@
  * watch_registry.c
  *		The registry of watched keys in shared memory: which session watches
  *		which key, on which channel, as which role, and up to when its key's
- *		expiries were sent to it.  The ground floor of the watch_* files:
- *		it calls none of them; they call it.
+ *		expiries were sent to it.  The lowest layer of the watch family:
+ *		it calls no other watch file; they call it.
  *
  * One entry per (session, key) holds the key, the session's notification
  * channel (a random name: watch_session.c), the role that called
@@ -37,7 +37,7 @@
 
 #include "base/base.h"
 #include "compat.h"
-#include "watch/watch.h"
+#include "watch/watch_int.h"
 
 /* one (session, key) */
 typedef struct WatchEntry
@@ -77,9 +77,9 @@ typedef struct WatchRegistry
 
 #define DLOCK_WATCH_TRANCHE "dlock watch"
 
-int			dlock_max_watches = 1024;
-int			dlock_max_watches_per_role = 256;
-int			dlock_superuser_reserved_watches = 16;
+static int	dlock_max_watches = 1024;
+static int	dlock_max_watches_per_role = 256;
+static int	dlock_superuser_reserved_watches = 16;
 
 /* NULL without shared memory (dlock not preloaded) */
 static WatchRegistry *reg = NULL;

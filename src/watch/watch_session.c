@@ -24,10 +24,11 @@
  * A pooler's reset.  The watches follow the session's LISTEN: UNLISTEN *,
  * UNLISTEN of the session's channel and DISCARD ALL (what a pooler runs
  * between two clients of one connection) unwatch every key of the session
- * at commit, as dlock_unwatch() does, freeing their entries; a
- * ProcessUtility hook sees them.  Once no key is watched after such a
- * reset, the session draws a new channel at its next dlock_watch, so that
- * the next client of the connection never learns the one before.
+ * at commit, as dlock_unwatch() does, freeing their entries; dlock's
+ * ProcessUtility hook (base_xact.c) sees them.  Once no key is watched
+ * after such a reset, the session draws a new channel at its next
+ * dlock_watch, so that the next client of the connection never learns the
+ * one before.
  *
  * dlock_watch needs the registry in shared memory, so dlock must be in
  * shared_preload_libraries; it also needs the primary (nothing can send a
@@ -42,14 +43,13 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/ipc.h"
-#include "tcop/utility.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "base/base.h"
 #include "compat.h"
 #include "lease/lease.h"
-#include "watch/watch.h"
+#include "watch/watch_int.h"
 
 /* one dlock_watch or dlock_unwatch of this transaction */
 typedef struct WatchOp
@@ -67,7 +67,6 @@ static bool exit_callback_registered = false;
 static List *pending_ops = NIL;	/* in TopTransactionContext */
 /* the (sub)transaction that unlistened the channel, or none */
 static SubTransactionId reset_subid = InvalidSubTransactionId;
-static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 /*
  * This session's channel, made on first use: "dlock_" and 32 hex digits
@@ -268,11 +267,14 @@ session_subxact_callback(SubXactEvent event, SubTransactionId subid,
 
 /*
  * Does stmt unlisten this session's channel?  UNLISTEN *, UNLISTEN of the
- * channel, and DISCARD ALL (which runs UNLISTEN *).
+ * channel, and DISCARD ALL (which runs UNLISTEN *); never before the
+ * session has a channel.
  */
 static bool
 unlistens_channel(Node *stmt)
 {
+	if (channel[0] == '\0')
+		return false;
 	if (IsA(stmt, DiscardStmt))
 		return ((DiscardStmt *) stmt)->target == DISCARD_ALL;
 	if (IsA(stmt, UnlistenStmt))
@@ -285,32 +287,20 @@ unlistens_channel(Node *stmt)
 }
 
 /*
- * ProcessUtility_hook: after a statement that unlistened the channel (it
- * takes effect at commit, as the UNLISTEN does), every key of this session
- * is unwatched at commit, and the channel is forgotten (end_reset).  A
- * dlock_watch later in the same transaction watches its key again, on the
- * channel it LISTENs on anew.
+ * After a statement that unlistened the channel (it takes effect at
+ * commit, as the UNLISTEN does; base_xact.c runs this after it), every
+ * key of this session is unwatched at commit, and the channel is
+ * forgotten (end_reset).  A dlock_watch later in the same transaction
+ * watches its key again, on the channel it LISTENs on anew.
  */
 static void
-session_process_utility(PlannedStmt *pstmt, const char *queryString,
-						bool readOnlyTree, ProcessUtilityContext context,
-						ParamListInfo params, QueryEnvironment *queryEnv,
-						DestReceiver *dest, QueryCompletion *qc)
+unwatch_all_at_commit(void)
 {
-	bool		reset = channel[0] != '\0' && unlistens_channel(pstmt->utilityStmt);
-
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-	if (reset && dlock_watch_available())
-	{
-		(void) dlock_watch_drop_all();
-		if (reset_subid == InvalidSubTransactionId)
-			reset_subid = GetCurrentSubTransactionId();
-	}
+	if (!dlock_watch_available())
+		return;
+	(void) dlock_watch_drop_all();
+	if (reset_subid == InvalidSubTransactionId)
+		reset_subid = GetCurrentSubTransactionId();
 }
 
 /* Called from _PG_init (dlock.c). */
@@ -319,8 +309,7 @@ dlock_watch_session_init(void)
 {
 	RegisterXactCallback(session_xact_callback, NULL);
 	RegisterSubXactCallback(session_subxact_callback, NULL);
-	prev_ProcessUtility = ProcessUtility_hook;
-	ProcessUtility_hook = session_process_utility;
+	dlock_utility_hook_add(unlistens_channel, unwatch_all_at_commit);
 }
 
 /* ---- dlock_watch and dlock_unwatch ---- */

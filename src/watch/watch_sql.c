@@ -16,7 +16,7 @@
 
 #include "base/base.h"
 #include "lease/lease.h"
-#include "watch/watch.h"
+#include "watch/watch_int.h"
 
 /*
  * dlock_watch(key text) RETURNS text

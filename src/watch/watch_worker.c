@@ -29,7 +29,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "watch/watch.h"
+#include "watch/watch_int.h"
 
 /* a worker asked for but not running after this long is asked for again */
 #define LAUNCH_STALE_US		(60 * USECS_PER_SEC)
