@@ -285,13 +285,15 @@ if want python; then
         echo "==> [python] the same install by the package's own wheel builder (DLOCK_BUILD_FALLBACK=1)"
         if [ ${#PY_K[@]} -gt 0 ]; then
             echo "==> [python] left out: only the tests named ${PY_K[*]} run"
+        # imported from / : "import dlock" in the source tree would find a
+        # dlock.so that "make" left there (the extension, not this package)
         elif $PY -m venv --system-site-packages "$WORK/venv2" >>"$WORK/pip.log" 2>&1 &&
                 DLOCK_BUILD_FALLBACK=1 "$WORK/venv2/bin/pip" install --no-build-isolation --no-index \
                     "$WORK/src/clients/python" >>"$WORK/pip.log" 2>&1 &&
-                "$WORK/venv2/bin/python" -c 'import dlock, dlock.aio, importlib.metadata as m
+                (cd / && "$WORK/venv2/bin/python" -c 'import dlock, dlock.aio, importlib.metadata as m
 assert m.version("pg-dlock") == dlock.__version__
 assert any(str(f).endswith("dlock/py.typed") for f in m.files("pg-dlock"))
-assert any(r.startswith("psycopg") for r in m.requires("pg-dlock"))'; then
+assert any(r.startswith("psycopg") for r in m.requires("pg-dlock"))'); then
             echo "==> [python] 1 passed, 0 failed   (installed and imported)"
             PASSED=$((PASSED + 1))
         else
