@@ -88,6 +88,8 @@ typedef struct DlockClaimWrite
 
 extern void dlock_claim_store_open(DlockStore *s);
 extern bool dlock_claim_store_has_long_key(void);
+extern uint64 dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid,
+											text **keys, int n, Datum *values);
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
 								   Oid role);
 extern void dlock_claim_store_held_keys(Oid relid, text **keys, int n,
@@ -103,8 +105,6 @@ extern int	dlock_claim_store_write(const DlockClaimWrite *w, text **keys,
 									int *attempts);
 
 /* claim_store_spi.c */
-extern uint64 dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid,
-											text **keys, int n, Datum *values);
 extern text **dlock_claim_store_holder_keys(Oid relid, text *holder, Oid role,
 											text **among, int namong, int *n);
 extern text **dlock_claim_store_existing_keys(Oid relid, text **keys,

@@ -121,6 +121,20 @@ dlock_claim_store_has_long_key(void)
 	return claim_natts() >= Anum_long_key;
 }
 
+/*
+ * Run q on the claim rows of keys[0..n-1] of table relid: its $1 is the
+ * table, $2 the keys, and the caller's values[2..] its other arguments.
+ * Returns how many rows it processed.
+ */
+uint64
+dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid, text **keys, int n,
+							  Datum *values)
+{
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = dlock_text_array(keys, n);
+	return dlock_spi_query(q, values, NULL);
+}
+
 /* find the claim row of (relid, key) into s->slot */
 static bool
 fetch_claim(DlockStore *s, Oid relid, text *key)

@@ -158,20 +158,6 @@ dlock_claim_store_holder_all_page(text *holder, Oid role, Oid after_relid,
 }
 
 /*
- * Run q on the claim rows of keys[0..n-1] of table relid: its $1 is the
- * table, $2 the keys, and the caller's values[2..] its other arguments.
- * Returns how many rows it processed.
- */
-uint64
-dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid, text **keys, int n,
-							  Datum *values)
-{
-	values[0] = ObjectIdGetDatum(relid);
-	values[1] = dlock_text_array(keys, n);
-	return dlock_spi_query(q, values, NULL);
-}
-
-/*
  * The holders' writes of their live claims on these keys of table relid:
  * $1 is the table, $2 the keys, $3 the holder, $4 its role, and $5 the
  * ttl_us of a renewal.
