@@ -94,7 +94,7 @@ set -- ${args[@]+"${args[@]}"}
 # starts with # is a comment: a topic's heading)
 MUTANTS=$(cat <<'EOF'
 no-wake-at-expiry@src/lease/lease_acquire.c@if (!pending && r == DLOCK_ACQ_BUSY && expires_at > now &&@if (false && r == DLOCK_ACQ_BUSY && expires_at > now &&@isolation:wait_wake_expiry tap:015_wake
-no-handover@src/lease/lease_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))@if (false && dlock_wait_offer(kl->hash, &o))@isolation:wait_handover isolation:time_at_once
+no-handover@src/lease/lease_handover.c@if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(k->lock.hash, &o))@if (false && dlock_wait_offer(k->lock.hash, &o))@isolation:wait_handover isolation:time_at_once
 handover-to-xact-block@src/lease/lease_acquire.c@slots == 1 && dlock_xact_alone());@slots == 1);@isolation:wait_handover isolation:time_at_once isolation:multi_fifo
 handover-ignores-withdrawal@src/lease/lease_handover.c@if (!p->committing && stands)@if (!p->committing && false)@isolation:wait_handover isolation:time_at_once
 handover-not-flushed@src/wait/wait_sleep.c@\tXLogFlush(lsn);@\t(void) lsn;@tap:016_release_flush
@@ -105,15 +105,15 @@ release-never-async@src/lease/lease_xact.c@\tif (!async_candidate)\n\t\tasync_pe
 release-async-sticks@src/lease/lease_xact.c@\t\t\t\tsynchronous_commit = async_saved_sync;@\t\t\t\t(void) async_saved_sync;@tap:018_release_flush_after
 tokens-plain-sequence@src/base/base_token.c@\tv = nextval_internal(seq, false);\n\tif (v < clock_floor() - DLOCK_TOKEN_SLACK_US)@\tv = nextval_internal(seq, false);\n\tif (false)@tap:035_tokens regress:time_promises
 no-fifo@src/wait/wait_queue.c@(head < 0 || s->ticket < waitq->slots[head].ticket)@(head < 0 || s->ticket > waitq->slots[head].ticket)@isolation:wait_fifo tap:015_wake
-no-role-check@src/lease/lease.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
+no-role-check@src/lease/lease_int.h@return l->held && l->owner == role &&@return l->held &&@regress:lease_roles isolation:time_at_once
 views-show-all@src/views/views_sql.c@\treturn superuser_arg(role) ||@\treturn true ||@regress:views_roles isolation:time_at_once
-wait0-sleeps@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t{\n\t\tpg_usleep(500000L);\n\t\treturn false;\n\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
-wait0-waits@src/lease/lease_acquire.c@\tif (wait_us == 0)\n\t\treturn false;@\tif (wait_us == 0)\n\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
-wait-ends-early@src/lease/lease_acquire.c@slots, hash, start + wait_us,@slots, hash, start + wait_us / 2,@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
+wait0-sleeps@src/lease/lease_acquire.c@\t\tif (wait_us == 0)\n\t\t\treturn false;@\t\tif (wait_us == 0)\n\t\t{\n\t\t\tpg_usleep(500000L);\n\t\t\treturn false;\n\t\t}@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait0-waits@src/lease/lease_acquire.c@\t\tif (wait_us == 0)\n\t\t\treturn false;@\t\tif (wait_us == 0)\n\t\t\twait_us = 200000;@regress:time_promises isolation:time_at_once tap:082_cli_time
+wait-ends-early@src/lease/lease_acquire.c@slots, start + wait_us, token);@slots, start + wait_us / 2, token);@regress:lease_basic regress:time_promises isolation:time_at_once tap:082_cli_time
 wait-ends-at-wakeup@src/lease/lease_acquire.c@\t\t\tif (now >= deadline)\n\t\t\t\tbreak;@\t\t\tif (now >= deadline || woken)\n\t\t\t\tbreak;@isolation:time_at_once isolation:wait_fifo
-acquire-waits-for-open-xact@src/lease/lease_decide.c@\tif (!dlock_key_trylock(&kl, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&kl, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
-wrong-holder-waits@src/lease/lease_decide.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tDlockKeyLock k = lease_keylock(key);\n\n\t\t\tdlock_key_lock(&k, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
-ttl-from-xact-start@src/lease/lease_decide.c@\t*expires_at = now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
+acquire-waits-for-open-xact@src/lease/lease_grant.c@\tif (!dlock_key_trylock(&st.k.lock, ExclusiveLock))\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@\tdlock_key_lock(&st.k.lock, ExclusiveLock);\n\tif (false)\n\t{\n\t\tdlock_store_close(&s);\n\t\treturn DLOCK_ACQ_LOCKED;@isolation:lease_try_open_xact isolation:time_at_once tap:082_cli_time
+wrong-holder-waits@src/lease/lease_decide.c@\t\tif (h.held == NULL)\n\t\t\treturn false;\n\t\t*l = *h.held;@\t\tif (h.held == NULL)\n\t\t{\n\t\t\tdlock_key_lock(&h.k.lock, mode);\n\t\t\treturn false;\n\t\t}\n\t\t*l = *h.held;@isolation:lease_wrong_holder isolation:time_at_once tap:082_cli_time
+ttl-from-xact-start@src/lease/lease_grant.c@\t*expires_at = st->now + ttl_us;@\t*expires_at = GetCurrentTransactionStartTimestamp() + ttl_us;@regress:lease_basic regress:time_promises isolation:time_at_once
 renew-from-xact-start@src/lease/lease_decide.c@dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);@dlock_lease_store_extend(&s, key, &l, ttl_us, GetCurrentTransactionStartTimestamp() + ttl_us);@regress:time_promises isolation:time_at_once
 expiry-at-xact-start@src/lease/lease_decide.c@\th->now = GetCurrentTimestamp();\n\th->slot = slot;@\th->now = GetCurrentTransactionStartTimestamp();\n\th->slot = slot;@regress:lease_basic regress:time_promises
 claims-ttl-from-xact-start@src/claim/claim_batch.c@\tnow = GetCurrentTimestamp();\n\tclaimed = decide_and_write(@\tnow = GetCurrentTransactionStartTimestamp();\n\tclaimed = decide_and_write(@regress:time_promises isolation:time_at_once
@@ -121,7 +121,7 @@ claims-ttl-from-xact-start@src/claim/claim_batch.c@#include "access/htup_details
 claim-renew-from-xact-start@src/claim/claim_store_spi.c@"       expires_at = pg_catalog.clock_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@"       expires_at = pg_catalog.transaction_timestamp()"\n\t\t\t\t\t\t\t\t\t\t\t\t"         OPERATOR(pg_catalog.+)@regress:time_promises isolation:time_at_once
 claims-wait-for-claimers@src/claim/claim_query.c@FOR UPDATE OF %s SKIP LOCKED"@FOR UPDATE OF %s"@isolation:claim_complete_vs_takeover isolation:time_at_once
 claims-wait-for-keylock@src/claim/claim_batch.c@\t\t\tcc->locked = dlock_key_trylock(&cc->kl, ExclusiveLock);@\t\t\tdlock_key_lock(&cc->kl, ExclusiveLock);\n\t\t\tcc->locked = true;@isolation:time_at_once isolation:claim_complete_vs_takeover
-takeover-reuses-token@src/lease/lease_decide.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
+takeover-reuses-token@src/lease/lease_grant.c@\t*token = dlock_next_token();@\t*token = l->held ? l->token : dlock_next_token();@regress:lease_basic regress:time_promises tap:035_tokens
 max-attempts-ignored@src/claim/claim_batch.c@else if (req->max_attempts > 0 && attempts[j] >= req->max_attempts)@else if (false && attempts[j] >= req->max_attempts)@regress:claim_basic regress:promises tap:070_claim_exactly_once
 claim-batch-n-plus-1@src/claim/claim_query.c@SKIP LOCKED", req->n,@SKIP LOCKED", req->n + 1,@regress:claim_basic regress:time_promises isolation:claim_disjoint tap:070_claim_exactly_once
 claim-batch-n-plus-1@src/claim/claim_take.c@\t\tint\t\t\tneed = req->n - claimed;@\t\tint\t\t\tneed = req->n + 1 - claimed;@regress:claim_basic
@@ -146,8 +146,8 @@ cleanup-deletes-poisoned@src/claim/claim_store_spi.c@"      AND c.poisoned_at IS
 unpinned-unlisted@dlock--0.3--0.4.sql@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;@ALTER FUNCTION dlock_validate(text, text, bigint) RESET search_path;\nALTER FUNCTION dlock_cleanup(interval) RESET search_path;@regress:security_pins
 unpinned-unlisted@dlock--0.5.sql@LANGUAGE C VOLATILE PARALLEL UNSAFE\nSET search_path = pg_catalog, pg_temp;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@LANGUAGE C VOLATILE PARALLEL UNSAFE;\nREVOKE EXECUTE ON FUNCTION dlock_cleanup(interval) FROM PUBLIC;@regress:security_pins
 full-script-drifts@dlock--0.5.sql@  WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE')@  WHEN TAG IN ('ALTER TABLE')@regress:upgrade regress:claim_ddl
-unpinned-reaches-spi@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t{\n\t\t\textern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);\n\n\t\t\t(void) dlock_lease_sweep(1, 1, false);\n\t\t}@tap:092_no_search_path
-no-lease-sweep@src/lease/lease_decide.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
+unpinned-reaches-spi@src/lease/lease_grant.c@\t\tdlock_sweep_maybe();@\t\t{\n\t\t\textern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);\n\n\t\t\t(void) dlock_lease_sweep(1, 1, false);\n\t\t}@tap:092_no_search_path
+no-lease-sweep@src/lease/lease_grant.c@\t\tdlock_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep
 no-claim-sweep@src/claim/claim_take.c@\t\tdlock_claim_sweep_maybe();@\t\t(void) 0;@regress:idle_sweep isolation:claim_sweep_no_block
 no-claim-schema-check@src/claim/claim_target.c@\tif (dlock_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)@\tif (false)@regress:claim_roles
 fence-wait-polls@src/base/base_keylock.c@\t(void) LockAcquire(&tag, mode, false, false);@\twhile (LockAcquire(&tag, mode, false, true) == LOCKACQUIRE_NOT_AVAIL)\n\t{\n\t\tCHECK_FOR_INTERRUPTS();\n\t\tpg_usleep(1000L);\n\t}@isolation:fence_waits
@@ -186,7 +186,7 @@ watch-abandoned-not-released@src/maint/maint_worker.c@\t\tdlock_watch_abandoned(
 watch-expiry-lock-given-back-early@src/watch/watch_expiry.c@\tif (ran_out)@\tif (false)@tap:099_watch_once
 watch-abandoned-released-twice@src/watch/watch_notify.c@\tif (n > 0 && ev->abandoned && !claim_release(ev->token))@\tif (false)@tap:099_watch_once
 watch-leader-slot-0-only@src/watch/watch_session.c@\t\tif (!dlock_lease_live(&ls[i], now))@\t\tif (!dlock_lease_live(&ls[i], now) || ls[i].slot != 0)@regress:watch
-watch-abandoned-taken-not-released@src/lease/lease_decide.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
+watch-abandoned-taken-not-released@src/lease/lease_grant.c@\tif (old->abandoned_by != NULL)@\tif (false)@tap:098_watch_shapes
 abandon-nothing-on-abort@src/lease/lease_xact.c@\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@\t\t\t\tif (false)\n\t\t\t\t\tdlock_abandon(r->key, r->holder, r->owner, r->token,@isolation:wait_abandoned
 abandoned-grants-read-held@src/lease/lease_store.c@if (l->held && dlock_abandoned(l->token))@if (false && dlock_abandoned(l->token))@tap:097_abandoned
 abandoned-rows-kept@src/maint/maint_worker.c@while (dlock_abandoned_take(&a))@while (false && dlock_abandoned_take(&a))@isolation:wait_abandoned
@@ -196,26 +196,26 @@ commit-for-gone-client@src/lease/lease_xact.c@\t\t\t\tif (dlock_client_gone())@\
 waiter-exit-keeps-grant@src/lease/lease_acquire.c@wait_exit_callback(int code, Datum arg)\n{\n\tleave_for_good();@wait_exit_callback(int code, Datum arg)\n{\n\t(void) 0;@tap:100_waiter_exit
 release-all-keeps-key-locks@src/lease/lease_decide.c@\t\t\t\tdlock_key_unlock(&hl, ExclusiveLock);\n\t\t\t\tfreed++;@\t\t\t\tfreed++;@tap:096_bulk_release
 decide-on-row-being-freed@src/lease/lease_decide.c@\t\tif (busy == NULL)\n\t\t\treturn;@\t\tif (true)\n\t\t\treturn;@isolation:release_all_inflight
-take-over-row-being-freed@src/lease/lease_read.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
+take-over-row-being-freed@src/lease/lease_grant.c@\tbool\t\tbusy = TransactionIdIsValid(l->changing);@\tbool\t\tbusy = false;@isolation:release_all_inflight
 sweep-at-once@src/base/base_worker.c@\t\tlease_sweep_drawn = true;\n}@\t{\n\t\textern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);\n\n\t\t(void) dlock_lease_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC, 64, false);\n\t}\n}@isolation:sweep_no_block
 claim-sweep-at-once@src/base/base_worker.c@\t\tclaim_sweep_drawn = true;\n}@\t{\n\t\textern int64 dlock_claim_sweep(int64 idle_us, int limit);\n\n\t\t(void) dlock_claim_sweep((int64) dlock_idle_key_lifetime_s * USECS_PER_SEC, 256);\n\t}\n}@isolation:claim_sweep_no_block
 claim-write-over-swept-row-fails@src/claim/claim_store.c@\t\tif (found[j])\n\t\t\tcontinue;@\t\tif (true)\n\t\t\tcontinue;@isolation:claim_sweep_no_block
 cleanup-in-callers-transaction@src/maint/maint_worker.c@\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@\treturn dlock_lease_sweep(idle_us, limit, true) + dlock_claim_sweep(idle_us, limit);\n\tdsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);@isolation:sweep_no_block
 write-over-swept-row-fails@src/lease/lease_store.c@\t\tif (r == TM_Deleted)\n\t\t\tinsert = true;@\t\tif (false)\n\t\t\tinsert = true;@isolation:sweep_no_block
 slots-limit-ignored@src/base/base_args.c@if (slots < 1 || slots > DLOCK_MAX_SLOTS)@if (slots < 1)@regress:lease_slots
-slots-mismatch-unchecked@src/lease/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))\n\t\tdlock_slots_mismatch(r.key_slots, slots);@\t(void) r.key_slots;@regress:lease_slots
-slots-lease-mismatch-unchecked@src/lease/lease_read.c@\tif (r.live > 0 && !dlock_slots_compatible(r.key_slots, slots))@\tif (r.live > 0 && r.key_slots != 1 && !dlock_slots_compatible(r.key_slots, slots))@regress:lease_slots
-slots-queue-mismatch-unchecked@src/lease/lease_acquire.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race
-slots-one-too-many@src/lease/lease_read.c@\tslot = r.occupied < cap ? free_slot(key, &r, cap, locked) : -1;@\tslot = r.occupied <= cap ? free_slot(key, &r, cap + 1, locked) : -1;@regress:lease_slots isolation:slots_race tap:036_semaphores
-slots-token-not-per-holder@src/lease/lease_read.c@\tif (dlock_lease_is_ours(l, r->holder, r->role))\n\t\tr->ours = dlock_lease_copy(l);@\tif (r->ours == NULL)\n\t\tr->ours = dlock_lease_copy(l);@regress:lease_slots isolation:slots_race tap:036_semaphores
-slots-no-fifo@src/lease/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots == 1, woken,@isolation:slots_race
-slots-lease-reads-slot0-only@src/lease/lease_read.c@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS)\n\t\treturn;@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS || (r->slots == 1 && slot > 0))\n\t\treturn;@regress:lease_slots
-shared-writer-starved@src/lease/lease_acquire.c@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,@return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks && slots != DLOCK_SLOTS_SHARED, woken,@isolation:shared_rw
-shared-upgrade@src/lease/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots != 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
-shared-upgrade@src/lease/lease_read.c@\t\tif (r.live > 0)\n\t\t\treturn DLOCK_KEY_FULL;@\t\tif (false)\n\t\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+slots-mismatch-unchecked@src/lease/lease_grant.c@\tif (st->live > 0 && !dlock_slots_compatible(st->key_slots, slots))\n\t\tdlock_slots_mismatch(st->key_slots, slots);@\t(void) st->key_slots;@regress:lease_slots
+slots-lease-mismatch-unchecked@src/lease/lease_grant.c@\tif (st->live > 0 && !dlock_slots_compatible(st->key_slots, slots))@\tif (st->live > 0 && st->key_slots != 1 && !dlock_slots_compatible(st->key_slots, slots))@regress:lease_slots
+slots-queue-mismatch-unchecked@src/lease/lease_grant.c@if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))@if (false)@isolation:slots_race
+slots-one-too-many@src/lease/lease_grant.c@DLOCK_MAX_SLOTS : slots;@DLOCK_MAX_SLOTS : slots + 1;@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-token-not-per-holder@src/lease/lease_grant.c@\tif (dlock_lease_is_ours(l, r->holder, r->role))\n\t\tr->ours = dlock_lease_copy(l);@\tif (r->ours == NULL)\n\t\tr->ours = dlock_lease_copy(l);@regress:lease_slots isolation:slots_race tap:036_semaphores
+slots-no-fifo@src/lease/lease_grant.c@\tif (woken && st.queue_blocks)\n\t\treturn DLOCK_ACQ_QUEUED;@\tst.queue_blocks = st.queue_blocks && slots == 1;\n\tif (woken && st.queue_blocks)\n\t\treturn DLOCK_ACQ_QUEUED;@isolation:slots_race
+slots-lease-reads-slot0-only@src/lease/lease_grant.c@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS)\n\t\treturn;@\tif (slot < 0 || slot >= DLOCK_MAX_SLOTS || (r->slots == 1 && slot > 0))\n\t\treturn;@regress:lease_slots
+shared-writer-starved@src/lease/lease_grant.c@\tif (woken && st.queue_blocks)\n\t\treturn DLOCK_ACQ_QUEUED;@\tst.queue_blocks = st.queue_blocks && slots != DLOCK_SLOTS_SHARED;\n\tif (woken && st.queue_blocks)\n\t\treturn DLOCK_ACQ_QUEUED;@isolation:shared_rw
+shared-upgrade@src/lease/lease_grant.c@\tif (st->live > 0 && st->key_slots != slots)\n\t\treturn DLOCK_ACQ_BUSY;@\tif (st->live > 0 && st->key_slots != slots && slots != 1)\n\t\treturn DLOCK_ACQ_BUSY;@regress:lease_shared
+shared-upgrade@src/lease/lease_grant.c@\tif (slots == 1 && st->live > 0)\n\t\treturn DLOCK_ACQ_BUSY;@\tif (false)\n\t\treturn DLOCK_ACQ_BUSY;@regress:lease_shared
 shared-and-lease-do-not-mix@src/base/base.h@return a == b || (a <= 1 && b <= 1);@return a == b;@regress:lease_shared isolation:shared_rw
-shared-readers-exclude@src/lease/lease_read.c@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS : slots;@int\t\t\tcap = slots == DLOCK_SLOTS_SHARED ? 1 : slots;@regress:lease_shared isolation:shared_rw
-shared-over-lease@src/lease/lease_read.c@\tif (r.live > 0 && r.key_slots != slots)\n\t\treturn DLOCK_KEY_FULL;@\tif (r.live > 0 && r.key_slots != slots && slots == 1)\n\t\treturn DLOCK_KEY_FULL;@regress:lease_shared
+shared-readers-exclude@src/lease/lease_grant.c@st.cap = slots == DLOCK_SLOTS_SHARED ? DLOCK_MAX_SLOTS@st.cap = slots == DLOCK_SLOTS_SHARED ? 1@regress:lease_shared isolation:shared_rw
+shared-over-lease@src/lease/lease_grant.c@\tif (st->live > 0 && st->key_slots != slots)\n\t\treturn DLOCK_ACQ_BUSY;@\tif (st->live > 0 && st->key_slots != slots && slots == 1)\n\t\treturn DLOCK_ACQ_BUSY;@regress:lease_shared
 cli-shared-ignored@cli/acquire.c@\telse if (o->shared)@\telse if (false)@tap:081_cli_args
 cli-slots-ignored@cli/acquire.c@\tif (o->slots > 0)\n\t{@\tif (false)\n\t{@tap:081_cli_args
 cli-old-extension-unexplained@cli/acquire.c@\tif (rc == DB_NOT_INSTALLED && (o->slots > 0 || o->shared))@\tif (false)@tap:081_cli_args
@@ -283,12 +283,12 @@ client-py-loss-not-signalled@clients/python/src/dlock/_core.py@        self.lost
 client-node-first-deadline-from-answer@clients/node/lib/lease.js@o.ttl, tokens, sent, o.onLost, unreserve)@o.ttl, tokens, now(), o.onLost, unreserve)@clients:node:sending.of.an.acquire
 client-py-first-deadline-from-answer@clients/python/src/dlock/_core.py@        return tokens, sent\n@        return tokens, now()\n@clients:python:late_acquire
 # semaphores and shared leases: each holding its own lock (issue 35)
-slot-fence-holds-key@src/lease/lease_decide.c@\tif (l->slots == 1)\n\t\treturn lease_keylock(key);@\tif (true)\n\t\treturn lease_keylock(key);@isolation:lease_slot_fences
-slot-grant-keeps-key@src/lease/lease_decide.c@\tif (slots != 1)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@\tif (false)\n\t\tgive_back_key(&kl, ExclusiveLock);\n\tdlock_store_close(&s);\n\t/* now and then@isolation:lease_slot_open_xact
-slot-takeover-ignores-fence@src/lease/lease_read.c@\t\tif (dlock_key_trylock(&sl, ExclusiveLock))\n\t\t\treturn i;@\t\t(void) dlock_key_trylock(&sl, ExclusiveLock);\n\t\treturn i;@isolation:lease_slot_fences
-lease-takeover-ignores-slot-fences@src/lease/lease_read.c@\t\tif (locked && !fences_ended(key, &r))@\t\tif (false && !fences_ended(key, &r))@isolation:lease_slot_fences
-shared-over-pending-lease@src/lease/lease_read.c@\tif (r.pending_other || (slots == 1 && r.pending))@\tif (slots == 1 && r.pending)@isolation:lease_slot_open_xact
-other-kind-of-own-key-waits@src/lease/lease_read.c@\tif (r.ours != NULL && r.ours->slots != slots)@\tif (false)@regress:lease_shared
+slot-fence-holds-key@src/lease/lease_decide.c@\tif (l->slots == 1)\n\t\treturn k->lock;@\tif (true)\n\t\treturn k->lock;@isolation:lease_slot_fences
+slot-grant-keeps-key@src/lease/lease_grant.c@\tif (!DLOCK_ACQ_OK(res) || st->slots != 1)@\tif (!DLOCK_ACQ_OK(res))@isolation:lease_slot_open_xact
+slot-takeover-ignores-fence@src/lease/lease_grant.c@\t\tif (dlock_key_trylock(&sl, ExclusiveLock))\n\t\t\treturn i;@\t\t(void) dlock_key_trylock(&sl, ExclusiveLock);\n\t\treturn i;@isolation:lease_slot_fences
+lease-takeover-ignores-slot-fences@src/lease/lease_grant.c@return fences_ended(st) ? res : DLOCK_ACQ_LOCKED;@return res;@isolation:lease_slot_fences
+shared-over-pending-lease@src/lease/lease_grant.c@\tif (st->pending_other || (slots == 1 && st->pending))@\tif (slots == 1 && st->pending)@isolation:lease_slot_open_xact
+other-kind-of-own-key-waits@src/lease/lease_grant.c@\tif (st->ours != NULL && st->ours->slots != slots)@\tif (false)@regress:lease_shared
 savepoint-keeps-watch-events@src/watch/watch_notify.c@\t\t\tpfree(ev->key);\n\t\t\tif (ev->holder != NULL)\n\t\t\t\tpfree(ev->holder);\n\t\t\tpfree(ev);@\t\t\t(void) ev;@regress:lease_savepoints
 # wake-ups the safety wake hides (issue 36): each with dlock.safety_wake = 1h in its tests
 no-wake-on-leave@src/wait/wait_queue.c@\tleave_slot_locked();\n\tif (!granted)\n\t\twake_head_locked(hash);@\tleave_slot_locked();\n\t(void) hash;@tap:019_wake_shapes
@@ -298,7 +298,7 @@ no-wake-on-subxact-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n
 no-wake-on-abort@src/lease/lease_xact.c@\tif (!isTopLevel && isCommit)\n\t\treturn;@\tif (isTopLevel ? !isCommit : isCommit)\n\t\treturn;@tap:019_wake_shapes tap:015_wake
 no-wake-many@src/lease/lease_xact.c@\tif (touched_many)\n\t{\n\t\tdlock_wait_wake_all_heads();@\tif (false)\n\t{\n\t\tdlock_wait_wake_all_heads();@tap:019_wake_shapes
 handover-abort-leaves-offer@src/wait/wait_queue.c@\t\telse\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@\t\telse if (committed)\n\t\t\ts->offer = DLOCK_OFFER_NONE;\n\t\tSetLatch@tap:019_wake_shapes
-slots-wake-at-last-expiry@src/lease/lease_read.c@if (r->busy_until == 0 || l->expires_at < r->busy_until)@if (r->busy_until == 0 || l->expires_at > r->busy_until)@tap:019_wake_shapes
+slots-wake-at-last-expiry@src/lease/lease_grant.c@if (r->busy_until == 0 || l->expires_at < r->busy_until)@if (r->busy_until == 0 || l->expires_at > r->busy_until)@tap:019_wake_shapes
 EOF
 )
 
