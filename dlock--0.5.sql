@@ -44,7 +44,7 @@ COMMENT ON SCHEMA dlock IS 'internal storage of the dlock extension; use the dlo
 -- number: the column order is part of the format.
 -- A lease is the row of slot 0 with slots 1, read with one index probe; a
 -- counting semaphore has a row per holder (slots 1 to 1000), shared leases
--- too (slots -1), all read with one range scan of the key (lease_read.c).
+-- too (slots -1), all read with one range scan of the key (lease_grant.c).
 CREATE TABLE dlock.lease (
     key         text COLLATE "C" NOT NULL,
     holder      text,               -- NULL: free

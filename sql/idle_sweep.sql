@@ -1,6 +1,6 @@
 --
 -- idle_sweep: the sweep that acquires and claims run by themselves now and
--- then (about one acquire in 1,024 that writes: src/lease/lease_decide.c maybe_cleanup;
+-- then (about one acquire in 1,024 that writes: src/lease/lease_grant.c dlock_lease_attempt;
 -- about one claim in 64 that takes rows: src/claim/claim_manage.c
 -- dlock_claim_maybe_cleanup) deletes lease and claim rows that have been
 -- free or expired for longer than dlock.idle_key_lifetime, and never a

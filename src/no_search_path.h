@@ -105,7 +105,7 @@ DLOCK_NO_SEARCH_PATH("dlock_claimed(regclass, anyelement, text)", dlock_claimed_
 
 /*
  * dlock_acquire_all: sorts its keys in memory (memcmp, no collation) and
- * calls what dlock_acquire calls, key by key (lease_acquire.c, lease_decide.c), then
+ * calls what dlock_acquire calls, key by key (lease_acquire.c, lease_grant.c), then
  * dlock_lease_renew's direct row update; the internal subtransaction
  * around them runs no SQL (lease_multi.c).
  */

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * lease/lease.h
- *		What the lease family offers the others: the store of dlock.lease (its
- *		one owner) and the transaction-end bookkeeping of lease changes.
+ *		What the lease family offers the others: a lease row as read, the
+ *		reads and sweeps of dlock.lease that the watch, maint and views
+ *		families make, the set-up of the transaction-end bookkeeping, and
+ *		the events of lease changes.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,41 +53,10 @@ dlock_lease_live(const DlockLease *l, TimestampTz now)
 	return l->held && l->expires_at > now;
 }
 
-/* the lease in *l is holder's, taken as role */
-static inline bool
-dlock_lease_is_ours(const DlockLease *l, text *holder, Oid role)
-{
-	return l->held && l->owner == role &&
-		VARSIZE_ANY_EXHDR(l->holder) == VARSIZE_ANY_EXHDR(holder) &&
-		memcmp(VARDATA_ANY(l->holder), VARDATA_ANY(holder),
-			   VARSIZE_ANY_EXHDR(holder)) == 0;
-}
-
 /* dlock.lease, opened for one call (base_store.c) */
 extern void dlock_lease_store_open(DlockStore *s);
-extern bool dlock_lease_store_has_slots(DlockStore *s);
-extern void dlock_lease_store_fetch(DlockStore *s, text *key, DlockLease *l);
 extern DlockLease *dlock_lease_store_fetch_all(DlockStore *s, text *key,
 											   int *n);
-typedef void (*DlockRowFn) (const DlockLease *l, void *arg);
-extern void dlock_lease_store_scan_pending(DlockStore *s, text *key,
-										   DlockRowFn fn, void *arg);
-extern DlockLease *dlock_lease_store_fetch_pending(DlockStore *s, text *key,
-												   int *n);
-extern DlockLease *dlock_lease_copy(const DlockLease *l);
-
-extern void dlock_lease_store_grant(DlockStore *s, text *key,
-									const DlockLease *old, text *holder,
-									Oid role, int64 token, int64 ttl_us,
-									TimestampTz now, TimestampTz expires);
-extern void dlock_lease_store_extend(DlockStore *s, text *key,
-									 const DlockLease *old, int64 ttl_us,
-									 TimestampTz expires);
-extern void dlock_lease_store_free(DlockStore *s, text *key,
-								   const DlockLease *old, TimestampTz now);
-extern text **dlock_lease_store_holder_keys(text *holder, Oid owner,
-											text *after, int limit,
-											uint64 *n);
 extern int64 dlock_lease_store_delete_idle(TimestampTz before, int limit,
 										   bool whole_table);
 extern bool dlock_lease_store_delete_grant(text *key, text *holder,
@@ -97,26 +68,14 @@ extern uint64 dlock_lease_store_read_live(void);
 
 /* ----------------
  * lease_xact.c
- *		What dlock does when a transaction ends: wake the waiters of the keys
- *		it wrote, let a lone release commit without waiting for its flush,
- *		and abandon the hand-over grants nobody took (lease_xact.c).
+ *		What dlock does when a transaction ends (lease_xact.c): set up at
+ *		load.
  * ----------------
  */
-extern bool dlock_xact_alone(void);
-extern void dlock_xact_note_key(const DlockKeyLock *key);
-extern void dlock_xact_note_new_token(void);
-extern void dlock_release_async_begin(void);
-extern void dlock_release_async_end(void);
-extern void dlock_abandon(const char *key, const char *holder, Oid owner,
-						  int64 token, TimestampTz expires_at);
-extern void dlock_abandon_unless_committed(text *key, text *holder, Oid owner,
-										   int64 token,
-										   TimestampTz expires_at);
-
 extern void dlock_xact_init(void);
 
 /* ----------------
- * lease_decide.c
+ * lease_decide.c, lease_grant.c, lease_handover.c
  *		What the lease family tells a higher layer of its changes.  Calls
  *		run down the layers only, so the watch family, which reads leases,
  *		is not called by name: at load it sets dlock_lease_events

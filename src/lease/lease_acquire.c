@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * lease_acquire.c
- *		dlock_acquire as a whole: one attempt, and with wait > 0, a place
- *		in the key's queue and sleeps until the key can be taken, a release
- *		grants it to this waiter, or the wait runs out.
+ *		dlock_acquire as a whole: one attempt (lease_grant.c), and with
+ *		wait > 0, a place in the key's queue and sleeps between attempts
+ *		until the key can be taken, a release grants it to this waiter, or
+ *		the wait runs out.
  *
  * A waiter leaves its queue (wait_queue.c) on every path: when it has the key or
  * its wait ran out, on an error (a cancel, statement_timeout), and when
@@ -24,40 +25,6 @@
 #include "lease/lease_int.h"
 #include "wait/wait.h"
 #include "lease/lease.h"
-
-/*
- * One attempt.  Waiters of the key asked for the same slots as this
- * acquire, or it is an error (as it is when its holders did: lease_decide.c);
- * a lease and shared leases queue together, in one FIFO order, so that
- * shared leases arriving after a waiting lease wait behind it.
- */
-static DlockAcquireResult
-attempt(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
-		bool woken, int64 *token, TimestampTz *expires_at)
-{
-	int			queue_slots;
-	bool		blocks = dlock_wait_queue_blocks(hash, &queue_slots);
-
-	if (queue_slots != 0 && !dlock_slots_compatible(queue_slots, slots))
-		dlock_slots_mismatch(queue_slots, slots);
-	return dlock_lease_try_acquire(key, holder, ttl_us, slots, blocks, woken,
-								   token, expires_at);
-}
-
-static void
-count_grant(DlockAcquireResult r, bool waited)
-{
-	if (r == DLOCK_ACQ_EXTENDED)
-		dlock_count(DLOCK_STAT_EXTENDED, 1);
-	else
-	{
-		dlock_count(DLOCK_STAT_ACQUIRED, 1);
-		if (r == DLOCK_ACQ_TAKEOVER)
-			dlock_count(DLOCK_STAT_TAKEOVERS, 1);
-		if (waited)
-			dlock_count(DLOCK_STAT_HANDOFFS, 1);
-	}
-}
 
 static bool exit_callback_registered = false;
 
@@ -85,7 +52,7 @@ wait_exit_callback(int code, Datum arg)
  * waiter by a release, or wait runs out.
  */
 static DlockAcquireResult
-wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
+wait_in_queue(const DlockLeaseKey *k, text *holder, int64 ttl_us, int slots,
 			  TimestampTz deadline, int64 *token)
 {
 	TimestampTz expires_at = 0;
@@ -109,8 +76,8 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 	 * grant committed by another backend cannot roll back with this one.
 	 * Semaphores take no grants: a freed slot wakes their head waiter.
 	 */
-	other_slots = dlock_wait_enqueue(hash, key, holder, ttl_us, slots,
-									 slots == 1 && dlock_xact_alone());
+	other_slots = dlock_wait_enqueue(k->lock.hash, k->key, holder, ttl_us,
+									 slots, slots == 1 && dlock_xact_alone());
 	if (other_slots != 0)
 		dlock_slots_mismatch(other_slots, slots);
 	PG_TRY();
@@ -132,8 +99,8 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 			 */
 			if (!pending)
 			{
-				r = attempt(key, holder, ttl_us, slots, hash, woken, token,
-							&expires_at);
+				r = dlock_lease_attempt(k, holder, ttl_us, slots, woken, token,
+										&expires_at);
 				if (DLOCK_ACQ_OK(r))
 					break;
 			}
@@ -159,7 +126,7 @@ wait_in_queue(text *key, text *holder, int64 ttl_us, int slots, uint64 hash,
 	if (granted && !DLOCK_ACQ_OK(r))
 	{
 		/* the grant is this waiter's only if its transaction commits */
-		dlock_abandon_unless_committed(key, holder, role, g.token,
+		dlock_abandon_unless_committed(k->key, holder, role, g.token,
 									   g.expires_at);
 		dlock_wait_durable(g.lsn);
 		*token = g.token;
@@ -177,39 +144,45 @@ bool
 dlock_acquire(text *key, text *holder, int64 ttl_us, int64 wait_us,
 			  int slots, int64 *token)
 {
-	uint64		hash = dlock_key_for_text(DLOCK_CLASS_LEASE, VARDATA_ANY(key),
-										  VARSIZE_ANY_EXHDR(key)).hash;
+	DlockLeaseKey k = dlock_lease_key(key);
 	TimestampTz expires_at = 0;
-	TimestampTz start;
+	bool		waited = false;
 	DlockAcquireResult r;
 
-	r = attempt(key, holder, ttl_us, slots, hash, false, token, &expires_at);
-	if (DLOCK_ACQ_OK(r))
+	r = dlock_lease_attempt(&k, holder, ttl_us, slots, false, token,
+							&expires_at);
+	if (!DLOCK_ACQ_OK(r))
 	{
-		count_grant(r, false);
-		if (r != DLOCK_ACQ_EXTENDED)
-			dlock_xact_note_new_token();
-		return true;
+		TimestampTz start;
+
+		dlock_count(DLOCK_STAT_CONTENDED, 1);
+		if (wait_us == 0)
+			return false;
+		start = GetCurrentTimestamp();
+		dlock_count(DLOCK_STAT_WAITS, 1);
+		if (dlock_debug_queue_delay_ms > 0)
+			pg_usleep((long) dlock_debug_queue_delay_ms * 1000L);
+		r = wait_in_queue(&k, holder, ttl_us, slots, start + wait_us, token);
+		dlock_count(DLOCK_STAT_WAIT_US, GetCurrentTimestamp() - start);
+		if (!DLOCK_ACQ_OK(r))
+		{
+			dlock_count(DLOCK_STAT_WAIT_TIMEOUTS, 1);
+			return false;
+		}
+		waited = true;
 	}
-	dlock_count(DLOCK_STAT_CONTENDED, 1);
-	if (wait_us == 0)
-		return false;
 
-	start = GetCurrentTimestamp();
-	dlock_count(DLOCK_STAT_WAITS, 1);
-	if (dlock_debug_queue_delay_ms > 0)
-		pg_usleep((long) dlock_debug_queue_delay_ms * 1000L);
-	r = wait_in_queue(key, holder, ttl_us, slots, hash, start + wait_us,
-					  token);
-
-	dlock_count(DLOCK_STAT_WAIT_US, GetCurrentTimestamp() - start);
-	if (DLOCK_ACQ_OK(r))
+	/* acquired, at once or after waiting */
+	if (r == DLOCK_ACQ_EXTENDED)
+		dlock_count(DLOCK_STAT_EXTENDED, 1);
+	else
 	{
-		count_grant(r, true);
-		if (r != DLOCK_ACQ_EXTENDED)
-			dlock_xact_note_new_token();
-		return true;
+		dlock_count(DLOCK_STAT_ACQUIRED, 1);
+		if (r == DLOCK_ACQ_TAKEOVER)
+			dlock_count(DLOCK_STAT_TAKEOVERS, 1);
+		if (waited)
+			dlock_count(DLOCK_STAT_HANDOFFS, 1);
+		dlock_xact_note_new_token();
 	}
-	dlock_count(DLOCK_STAT_WAIT_TIMEOUTS, 1);
-	return false;
+	return true;
 }

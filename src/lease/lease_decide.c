@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * lease_decide.c
- *		The lease decisions: granting, extending, freeing and validating
- *		one key's lease, releasing a holder's leases, and cleanup.
+ *		The holder's calls on its leases: release (freeing the key, or
+ *		handing it over), renew and validate one holding, release every
+ *		lease of a holder, and free a key whoever holds it.  Acquiring is
+ *		lease_grant.c's and lease_acquire.c's.
  *
  * One row per key.  A free key keeps its row (holder NULL) so that steady
  * churn on a fixed set of keys is a chain of HOT updates: only "key" is
@@ -12,35 +14,18 @@
  *
  * Every read and write of dlock.lease goes through lease_store.c.
  *
- * Protocol: every write happens under the key's heavyweight lock
+ * Protocol: every write happens under the lock of the holding
  * (base_keylock.c), and every decision is taken on the latest committed row
- * read after that lock was granted.  An acquire reads before taking the
- * lock, so that a failed acquire (someone else's live lease) answers at
- * once and takes no lock; release, renew and validate, which mostly come
- * from the holder, take the lock first and read once.
+ * read after that lock was granted.  Release, renew and validate, which
+ * mostly come from the holder, take the lock first and read once (an
+ * acquire reads before: lease_grant.c).
  *
- * Semaphores (issue 26; reading a key's rows: lease_read.c).  An acquire
- * with slots n > 1 admits up to n holders of the key at once, one row
- * each: (key, slot) is the primary key, a lease is slot 0 with slots 1.
- * Every live row of a key has the same slots (an acquire naming other
- * slots is an error).  Shared leases are rows of slots DLOCK_SLOTS_SHARED,
- * taken as a semaphore's (up to DLOCK_MAX_SLOTS of them): a key has live
- * shared rows or a live lease, never both; the queue keeps their turns
- * (lease_acquire.c).
- *
- * Locks (issue 35).  A lease's holding is guarded by its key's lock.  A
- * semaphore's or shared leases' holding is guarded by its slot's own lock
+ * Locks (issue 35).  A lease's holding is guarded by its key's lock; a
+ * semaphore's or shared leases' holding by its slot's own lock
  * (dlock_key_for_slot): renewal and release take it in exclusive mode,
  * the fence in share mode, to the transaction's end, and none takes the
- * key's lock, so one holder's open fence makes no other holder wait.  A
- * grant of a slot takes the key's lock for its decision only: under it,
- * it reads every row of the key with the writes other open transactions
- * have in progress (a dirty read, which counts them as taken), takes the
- * free slot's lock without waiting (a slot whose lock is held, a fenced
- * holder that ran out, is stepped over), writes its row and gives the
- * key's lock back; its uncommitted row is what every later decision sees.
- * A lease grant keeps the key's lock to the end, as before, and first
- * takes the slot lock of every expired holder it takes over.
+ * key's lock, so one holder's open fence makes no other holder wait (the
+ * grants' side: lease_grant.c, "Locks").
  *
  * Hand-over.  A release (or release_all, force_release) in a transaction
  * of its own that frees a key with a waiter at the head of its queue
@@ -69,7 +54,10 @@
 #include "wait/wait.h"
 #include "lease/lease.h"
 
-/* ---- decisions ---- */
+/* the watch family's, set at load (lease.h) */
+const DlockLeaseEvents *dlock_lease_events = NULL;
+
+/* ---- reading a holder's row under its lock ---- */
 
 /* ours, live, and (if a token is given) exactly that grant */
 static bool
@@ -80,229 +68,44 @@ lease_held_by(const DlockLease *l, text *holder, Oid role, TimestampTz now,
 		(!has_token || l->token == token);
 }
 
-static DlockKeyLock
-lease_keylock(text *key)
+/* every version dlock_lease_store_scan_pending passes, kept (fetch_key) */
+typedef struct RowArray
 {
-	return dlock_key_for_text(DLOCK_CLASS_LEASE, VARDATA_ANY(key),
-							  VARSIZE_ANY_EXHDR(key));
-}
+	DlockLease *ls;
+	int			n;
+	int			size;
+} RowArray;
 
-/*
- * Give back a key lock taken without writing anything.  A waiter at the
- * head of the key's queue may have found the lock taken at that moment
- * (DLOCK_ACQ_LOCKED); it is woken to try again rather than sleep until
- * its next timed wake-up, since no commit will wake it.
- */
 static void
-give_back_key(const DlockKeyLock *kl, LOCKMODE mode)
+add_row(const DlockLease *l, void *arg)
 {
-	dlock_key_unlock(kl, mode);
-	(void) dlock_wait_wake_key(kl->hash);
-}
+	RowArray   *a = arg;
 
-/* the watch family's, set at load (lease.h) */
-const DlockLeaseEvents *dlock_lease_events = NULL;
-
-/*
- * Tell whoever listens (dlock_lease_events: the key's watchers) of a new
- * grant, and first of
- * what it replaced, the row read as *old: a lease still held there had run
- * out, and its expiry is reported (a takeover); a hand-over grant
- * abandoned there, that dlock's worker has not freed yet, is freed now,
- * a release.
- */
-static void
-watch_grant(text *key, const DlockLease *old, text *holder, Oid role,
-			int64 token, TimestampTz expires_at)
-{
-	const DlockLeaseEvents *ev = dlock_lease_events;
-	DlockGrantCause cause = DLOCK_CAUSE_ACQUIRE;
-
-	if (ev == NULL)
-		return;
-	if (old->held)
+	if (a->n == a->size)
 	{
-		ev->expired(key, old->holder, old->owner, old->token,
-					old->expires_at);
-		cause = DLOCK_CAUSE_TAKEOVER;
+		a->size *= 2;
+		a->ls = repalloc(a->ls, sizeof(DlockLease) * a->size);
 	}
-	if (old->abandoned_by != NULL)
-		ev->abandoned(key, old->abandoned_by, old->abandoned_owner,
-					  old->token, old->expires_at);
-	ev->granted(key, cause, holder, role, token, expires_at);
-}
-
-/*
- * The end of an acquire that decided nothing: give the key lock back (and
- * wake the key's head, give_back_key), close the store, and answer res.
- */
-static DlockAcquireResult
-decline(DlockStore *s, DlockKeyLock *kl, DlockAcquireResult res)
-{
-	give_back_key(kl, ExclusiveLock);
-	dlock_store_close(s);
-	return res;
-}
-
-/* Give back the lock of key's slot, taken by the read that found it free. */
-static void
-unlock_slot(text *key, int slot)
-{
-	DlockKeyLock sl = dlock_key_for_slot(VARDATA_ANY(key),
-										 VARSIZE_ANY_EXHDR(key), slot);
-
-	dlock_key_unlock(&sl, ExclusiveLock);
-}
-
-/*
- * Grant the place read as *l (free, or run out) to holder with a new
- * token: the row written, the key's watchers told (watch_grant).
- */
-static DlockAcquireResult
-grant(DlockStore *s, text *key, DlockLease *l, text *holder, Oid role,
-	  int64 ttl_us, TimestampTz now, TimestampTz expires_at, int64 *token)
-{
-	*token = dlock_next_token();
-	dlock_lease_store_grant(s, key, l, holder, role, *token, ttl_us,
-							now, expires_at);
-	watch_grant(key, l, holder, role, *token, expires_at);
-	return l->held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
-}
-
-/*
- * A lease's one row read first without the key lock: a busy key, or one
- * whose queue comes first, answers at once, taking nothing (true, with
- * *res and *expires_at set and the store closed).
- */
-static bool
-answer_unlocked(DlockStore *s, text *key, text *holder, Oid role,
-				bool queue_blocks, TimestampTz *expires_at,
-				DlockAcquireResult *res)
-{
-	DlockLease	l;
-	TimestampTz now;
-	TimestampTz busy_until;
-	bool		changing;
-	DlockKeyState st;
-
-	st = dlock_lease_read_key(s, key, holder, role, 1, false, &l,
-							  &now, &busy_until, &changing);
-	if (st != DLOCK_KEY_FULL && !(queue_blocks && st != DLOCK_KEY_OURS))
-		return false;
-	*expires_at = busy_until;
-	dlock_store_close(s);
-	*res = st == DLOCK_KEY_FULL ? DLOCK_ACQ_BUSY : DLOCK_ACQ_QUEUED;
-	return true;
-}
-
-/*
- * One attempt to acquire; never waits.  See DlockAcquireResult.
- *
- * An acquire first reads without the key lock, so that a failed acquire
- * (someone else's live lease, or no free slot) answers at once and takes
- * no lock.  While waiters queue for the key they come first, also before
- * the holder of a lease that ran out (only a live lease of one's own may
- * be extended past the queue).
- *
- * woken: the caller is a waiter just woken at the head of the key's queue,
- * most likely because the lease was freed; it skips the unlocked read
- * and goes straight for the key lock.  A waiter never holds the key it
- * waits for, so a queue ahead of it always means DLOCK_ACQ_QUEUED.
- */
-DlockAcquireResult
-dlock_lease_try_acquire(text *key, text *holder, int64 ttl_us, int slots,
-						bool queue_blocks, bool woken, int64 *token,
-						TimestampTz *expires_at)
-{
-	DlockKeyLock kl = lease_keylock(key);
-	Oid			role = GetUserId();
-	DlockStore	s;
-	DlockLease	l;
-	TimestampTz now;
-	TimestampTz busy_until;
-	bool		changing;
-	DlockKeyState st;
-	DlockAcquireResult res;
-
-	if (woken && queue_blocks)
-		return DLOCK_ACQ_QUEUED;
-
-	dlock_lease_store_open(&s);
-	/*
-	 * A lease's one row is read first without the lock (a busy key answers
-	 * at once, taking nothing); a semaphore's or shared leases' rows, which
-	 * can be many, are read once, under the key lock, which their grants
-	 * keep only for the decision.
-	 */
-	if (!woken && slots == 1 &&
-		answer_unlocked(&s, key, holder, role, queue_blocks, expires_at, &res))
-		return res;
-
-	/* another open transaction decides on this key: do not wait for it */
-	if (!dlock_key_trylock(&kl, ExclusiveLock))
-	{
-		dlock_store_close(&s);
-		return DLOCK_ACQ_LOCKED;
-	}
-
-	st = dlock_lease_read_key(&s, key, holder, role, slots, true, &l, &now,
-							  &busy_until, &changing);
-	if (changing)				/* another transaction writes a row this
-								 * decision rests on */
-		return decline(&s, &kl, DLOCK_ACQ_LOCKED);
-	*expires_at = now + ttl_us;
-	if (st == DLOCK_KEY_FULL)
-	{
-		*expires_at = busy_until;
-		return decline(&s, &kl, DLOCK_ACQ_BUSY);
-	}
-	else if (st == DLOCK_KEY_OURS)
-	{
-		dlock_lease_store_extend(&s, key, &l, ttl_us, *expires_at);
-		*token = l.token;
-		res = DLOCK_ACQ_EXTENDED;
-		dlock_xact_note_key(&kl);
-	}
-	else if (queue_blocks)
-	{
-		/* it ran out between the two reads: the queue still comes first */
-		if (slots != 1)
-			unlock_slot(key, l.slot);
-		return decline(&s, &kl, DLOCK_ACQ_QUEUED);
-	}
-	else
-	{
-		res = grant(&s, key, &l, holder, role, ttl_us, now, *expires_at,
-					token);
-		dlock_xact_note_key(&kl);
-	}
-
-	/*
-	 * A semaphore's or shared leases' holding is its slot's: the key lock
-	 * was only for this decision, which the rows now carry (an uncommitted
-	 * write that every later decision counts: lease_read.c).  Given back
-	 * at once, so that the other slots stay free to take while this
-	 * transaction goes on.  A lease keeps it to the end, as before.
-	 */
-	if (slots != 1)
-		give_back_key(&kl, ExclusiveLock);
-	dlock_store_close(&s);
-	/* now and then, a grant sweeps idle keys (at its commit: maint_sweep.c) */
-	if (res != DLOCK_ACQ_EXTENDED)
-		dlock_sweep_maybe();
-	return res;
+	a->ls[a->n++] = *dlock_lease_copy(l);
 }
 
 /*
  * Every committed row of key and every version another open transaction
- * is writing (dlock_lease_store_fetch_pending), in *ls; their number in
+ * is writing (dlock_lease_store_scan_pending), in *ls; their number in
  * *n.  Returns a row another open transaction is writing, if one is
  * (only among rows of slot, when slot >= 0), else NULL.
  */
 static DlockLease *
 fetch_key(DlockStore *s, text *key, int slot, DlockLease **ls, int *n)
 {
-	*ls = dlock_lease_store_fetch_pending(s, key, n);
+	RowArray	a;
+
+	a.size = 4;
+	a.n = 0;
+	a.ls = palloc(sizeof(DlockLease) * a.size);
+	dlock_lease_store_scan_pending(s, key, add_row, &a);
+	*ls = a.ls;
+	*n = a.n;
 	for (int i = 0; i < *n; i++)
 		if (TransactionIdIsValid((*ls)[i].changing) &&
 			(slot < 0 || (*ls)[i].slot == slot))
@@ -315,7 +118,7 @@ fetch_key(DlockStore *s, text *key, int slot, DlockLease **ls, int *n)
  * other transaction is writing them (those of slot only, when slot >= 0).
  * A bulk release gives each lock back as soon as it has written (see
  * dlock_lease_release_all), and a grant of a semaphore's slot gives the
- * key lock back at once (dlock_lease_try_acquire), so a row can carry
+ * key lock back at once (lease_grant.c), so a row can carry
  * another transaction's uncommitted write although the lock is free:
  * that transaction is waited for, without the lock (so that it can take
  * its next keys), as a holder of the lock would have been.
@@ -339,6 +142,7 @@ fetch_settled(DlockStore *s, text *key, int slot, const DlockKeyLock *kl,
 /* What release, renew and validate look for among a key's rows. */
 typedef struct HeldScan
 {
+	DlockLeaseKey k;			/* the key and its lock tag */
 	text	   *holder;			/* the caller's holding: holder, role, */
 	Oid			role;
 	bool		has_token;		/* and token, if given */
@@ -367,15 +171,15 @@ held_scan_row(const DlockLease *l, void *arg)
 		h->held = dlock_lease_copy(l);
 }
 
-/* one pass over key's rows for *h (slot: see HeldScan) */
+/* one pass over the key's rows for *h (slot: see HeldScan) */
 static void
-held_scan(DlockStore *s, text *key, HeldScan *h, int slot)
+held_scan(DlockStore *s, HeldScan *h, int slot)
 {
 	h->now = GetCurrentTimestamp();
 	h->slot = slot;
 	h->held = NULL;
 	h->busy = InvalidTransactionId;
-	dlock_lease_store_scan_pending(s, key, held_scan_row, h);
+	dlock_lease_store_scan_pending(s, h->k.key, held_scan_row, h);
 }
 
 /*
@@ -384,12 +188,11 @@ held_scan(DlockStore *s, text *key, HeldScan *h, int slot)
  * holder's fence, renewal or release makes no other holder wait).
  */
 static DlockKeyLock
-holding_lock(text *key, const DlockLease *l)
+holding_lock(const DlockLeaseKey *k, const DlockLease *l)
 {
 	if (l->slots == 1)
-		return lease_keylock(key);
-	return dlock_key_for_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
-							  l->slot);
+		return k->lock;
+	return dlock_lease_slot_lock(k, l->slot);
 }
 
 /*
@@ -408,28 +211,29 @@ holding_lock(text *key, const DlockLease *l)
  * back otherwise.
  */
 static bool
-lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
+lock_held_lease(DlockStore *s, const DlockLeaseKey *k, text *holder, Oid role,
 				bool has_token, int64 token, LOCKMODE mode, DlockLease *l,
 				TimestampTz *now, DlockKeyLock *kl)
 {
 	HeldScan	h;
 
+	h.k = *k;
 	h.holder = holder;
 	h.role = role;
 	h.has_token = has_token;
 	h.token = token;
 	for (;;)
 	{
-		held_scan(s, key, &h, -1);
+		held_scan(s, &h, -1);
 		if (h.held == NULL)
 			return false;
 		*l = *h.held;
-		*kl = holding_lock(key, l);
+		*kl = holding_lock(&h.k, l);
 		if (!dlock_key_trylock(kl, mode))
 			dlock_key_lock(kl, mode);
 		for (;;)
 		{
-			held_scan(s, key, &h, l->slot);
+			held_scan(s, &h, l->slot);
 			if (!TransactionIdIsValid(h.busy))
 				break;
 			dlock_key_unlock(kl, mode);
@@ -443,7 +247,7 @@ lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 			*l = *h.held;
 			return true;
 		}
-		give_back_key(kl, mode);
+		dlock_lease_give_back_key(kl, mode);
 		/* taken over, and granted again in another slot meanwhile */
 		if (h.held == NULL)
 			return false;
@@ -453,6 +257,7 @@ lock_held_lease(DlockStore *s, text *key, text *holder, Oid role,
 bool
 dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 {
+	DlockLeaseKey k = dlock_lease_key(key);
 	DlockStore	s;
 	DlockLease	l;
 	DlockKeyLock hl;
@@ -461,14 +266,10 @@ dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 
 	dlock_release_async_begin();
 	dlock_lease_store_open(&s);
-	ok = lock_held_lease(&s, key, holder, GetUserId(), has_token, token,
+	ok = lock_held_lease(&s, &k, holder, GetUserId(), has_token, token,
 						 ExclusiveLock, &l, &now, &hl);
 	if (ok)
-	{
-		DlockKeyLock kl = lease_keylock(key);
-
-		dlock_lease_free_or_hand_over(&s, key, &l, now, &kl);
-	}
+		dlock_lease_free_or_hand_over(&s, &k, &l, now);
 	dlock_store_close(&s);
 	if (ok)
 		dlock_release_async_end();
@@ -479,6 +280,7 @@ bool
 dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 				  int64 token)
 {
+	DlockLeaseKey k = dlock_lease_key(key);
 	DlockStore	s;
 	DlockLease	l;
 	DlockKeyLock hl;
@@ -486,17 +288,15 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 	bool		ok;
 
 	dlock_lease_store_open(&s);
-	ok = lock_held_lease(&s, key, holder, GetUserId(), has_token, token,
+	ok = lock_held_lease(&s, &k, holder, GetUserId(), has_token, token,
 						 ExclusiveLock, &l, &now, &hl);
 	if (ok)
 	{
-		DlockKeyLock kl = lease_keylock(key);
-
 		if (ttl_us < 0)
 			ttl_us = l.ttl_us;
 		dlock_lease_store_extend(&s, key, &l, ttl_us, now + ttl_us);
 		/* the lock is kept to the end: the key's waiters wake then */
-		dlock_xact_note_key(&kl);
+		dlock_xact_note_key(&k.lock);
 	}
 	dlock_store_close(&s);
 	return ok;
@@ -512,6 +312,7 @@ dlock_lease_renew(text *key, text *holder, int64 ttl_us, bool has_token,
 bool
 dlock_lease_validate(text *key, text *holder, int64 token)
 {
+	DlockLeaseKey k = dlock_lease_key(key);
 	DlockStore	s;
 	DlockLease	l;
 	DlockKeyLock hl;
@@ -519,14 +320,10 @@ dlock_lease_validate(text *key, text *holder, int64 token)
 	bool		ok;
 
 	dlock_lease_store_open(&s);
-	ok = lock_held_lease(&s, key, holder, GetUserId(), true, token, ShareLock,
+	ok = lock_held_lease(&s, &k, holder, GetUserId(), true, token, ShareLock,
 						 &l, &now, &hl);
 	if (ok)
-	{
-		DlockKeyLock kl = lease_keylock(key);
-
-		dlock_xact_note_key(&kl);
-	}
+		dlock_xact_note_key(&k.lock);
 	else
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
 	dlock_store_close(&s);
@@ -544,7 +341,7 @@ dlock_lease_validate(text *key, text *holder, int64 token)
  * the key taken meanwhile: it carries this transaction's uncommitted
  * update, which every later reader under the key lock waits for, or
  * (an acquire) counts as the key being locked (fetch_settled, and
- * dlock_lease_try_acquire).  The keys are read a chunk at a time, in key
+ * lease_grant.c).  The keys are read a chunk at a time, in key
  * order, so that two of these calls cannot deadlock and memory stays
  * bounded.
  */
@@ -576,17 +373,16 @@ dlock_lease_release_all(text *holder)
 											 RELEASE_ALL_CHUNK, &n);
 		for (uint64 i = 0; i < n; i++)
 		{
+			DlockLeaseKey k = dlock_lease_key(keys[i]);
 			DlockLease	l;
 			TimestampTz now;
 			DlockKeyLock hl;
 
 			CHECK_FOR_INTERRUPTS();
-			if (lock_held_lease(&s, keys[i], holder, spi.caller, false, 0,
+			if (lock_held_lease(&s, &k, holder, spi.caller, false, 0,
 								ExclusiveLock, &l, &now, &hl))
 			{
-				DlockKeyLock kl = lease_keylock(keys[i]);
-
-				dlock_lease_free_or_hand_over(&s, keys[i], &l, now, &kl);
+				dlock_lease_free_or_hand_over(&s, &k, &l, now);
 				/* the uncommitted row keeps the key: see above */
 				dlock_key_unlock(&hl, ExclusiveLock);
 				freed++;
@@ -612,8 +408,8 @@ dlock_lease_release_all(text *holder)
  * releases); true when any was.  locked[]: the slots already taken.
  */
 static bool
-lock_live_slots(text *key, const DlockLease *ls, int n, TimestampTz now,
-				bool *locked)
+lock_live_slots(const DlockLeaseKey *k, const DlockLease *ls, int n,
+				TimestampTz now, bool *locked)
 {
 	bool		took = false;
 
@@ -625,8 +421,7 @@ lock_live_slots(text *key, const DlockLease *ls, int n, TimestampTz now,
 			ls[i].slot < 0 || ls[i].slot >= DLOCK_MAX_SLOTS ||
 			locked[ls[i].slot])
 			continue;
-		sl = dlock_key_for_slot(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
-								ls[i].slot);
+		sl = dlock_lease_slot_lock(k, ls[i].slot);
 		dlock_key_lock(&sl, ExclusiveLock);
 		locked[ls[i].slot] = true;
 		took = true;
@@ -638,7 +433,7 @@ lock_live_slots(text *key, const DlockLease *ls, int n, TimestampTz now,
 bool
 dlock_lease_force_release(text *key)
 {
-	DlockKeyLock kl = lease_keylock(key);
+	DlockLeaseKey k = dlock_lease_key(key);
 	DlockStore	s;
 	DlockLease *ls;
 	int			n;
@@ -647,23 +442,23 @@ dlock_lease_force_release(text *key)
 	bool	   *locked = palloc0(sizeof(bool) * DLOCK_MAX_SLOTS);
 
 	dlock_lease_store_open(&s);
-	dlock_key_lock(&kl, ExclusiveLock);
+	dlock_key_lock(&k.lock, ExclusiveLock);
 	/* no grant meanwhile (the key lock); the holders' own locks too */
 	do
 	{
-		fetch_settled(&s, key, -1, &kl, ExclusiveLock, &ls, &n);
+		fetch_settled(&s, key, -1, &k.lock, ExclusiveLock, &ls, &n);
 		now = GetCurrentTimestamp();
-	} while (lock_live_slots(key, ls, n, now, locked));
+	} while (lock_live_slots(&k, ls, n, now, locked));
 	/* a semaphore: all of its holders */
 	for (int i = 0; i < n; i++)
 	{
 		if (!dlock_lease_live(&ls[i], now))
 			continue;
-		dlock_lease_free_or_hand_over(&s, key, &ls[i], now, &kl);
+		dlock_lease_free_or_hand_over(&s, &k, &ls[i], now);
 		ok = true;
 	}
 	if (!ok)
-		give_back_key(&kl, ExclusiveLock);
+		dlock_lease_give_back_key(&k.lock, ExclusiveLock);
 	dlock_store_close(&s);
 	return ok;
 }

@@ -67,13 +67,14 @@ remember_offer(const DlockOffer *o, text *key)
 }
 
 /*
- * Free key's lease (read under its exclusive lock as *l), or grant it to
- * the head of its queue when a waiter there takes grants.
+ * Free the lease of the key k (read under its exclusive lock as *l), or
+ * grant it to the head of its queue when a waiter there takes grants.
  */
 void
-dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
-							  TimestampTz now, const DlockKeyLock *kl)
+dlock_lease_free_or_hand_over(DlockStore *s, const DlockLeaseKey *k,
+							  const DlockLease *l, TimestampTz now)
 {
+	text	   *key = k->key;
 	DlockOffer	o;
 
 	if (dlock_lease_events != NULL)
@@ -87,7 +88,7 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 	 * (or shared lease's) freed slot goes to its head waiter, woken at this
 	 * commit (lease_xact.c).
 	 */
-	if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(kl->hash, &o))
+	if (l->slots == 1 && dlock_xact_alone() && dlock_wait_offer(k->lock.hash, &o))
 	{
 		/* remembered first: an error from here on must reach the waiter */
 		PendingOffer *p = remember_offer(&o, key);
@@ -103,7 +104,7 @@ dlock_lease_free_or_hand_over(DlockStore *s, text *key, const DlockLease *l,
 	}
 	else
 		dlock_lease_store_free(s, key, l, now);
-	dlock_xact_note_key(kl);
+	dlock_xact_note_key(&k->lock);
 }
 
 /*

@@ -45,6 +45,7 @@
 #include "wait/wait.h"
 #include "compat.h"
 #include "base/base.h"
+#include "lease/lease_int.h"
 #include "lease/lease.h"
 
 /*
@@ -202,7 +203,7 @@ unless_abandoned(DlockLease *l)
 {
 	if (l->held && dlock_abandoned(l->token))
 	{
-		/* for its watchers: a grant over it frees it (lease_decide.c) */
+		/* for its watchers: a grant over it frees it (lease_grant.c) */
 		l->abandoned_by = l->holder;
 		l->abandoned_owner = l->owner;
 		l->held = false;
@@ -284,7 +285,7 @@ dlock_lease_store_fetch_all(DlockStore *s, text *key, int *n)
  * keeps).  Nothing is allocated per row, so that a key of a thousand
  * shared holders costs one pass and no growing array.
  *
- * This is what every decision about a key reads (lease_decide.c, lease_read.c):
+ * This is what every decision about a key reads (lease_decide.c, lease_grant.c):
  * the holders of a semaphore or shared leases write their own rows
  * without the key's lock, and a grant must count those writes in
  * progress.
@@ -353,49 +354,6 @@ dlock_lease_copy(const DlockLease *l)
 	if (l->abandoned_by != NULL)
 		c->abandoned_by = DatumGetTextPCopy(PointerGetDatum(l->abandoned_by));
 	return c;
-}
-
-typedef struct PendingArray
-{
-	DlockLease *ls;
-	int			n;
-	int			size;
-} PendingArray;
-
-static void
-add_pending(const DlockLease *l, void *arg)
-{
-	PendingArray *a = arg;
-
-	if (a->n == a->size)
-	{
-		a->size *= 2;
-		a->ls = repalloc(a->ls, sizeof(DlockLease) * a->size);
-	}
-	a->ls[a->n] = *l;
-	if (l->holder != NULL)
-		a->ls[a->n].holder = DatumGetTextPCopy(PointerGetDatum(l->holder));
-	if (l->abandoned_by != NULL)
-		a->ls[a->n].abandoned_by =
-			DatumGetTextPCopy(PointerGetDatum(l->abandoned_by));
-	a->n++;
-}
-
-/*
- * Every version dlock_lease_store_scan_pending sees, kept: a palloc'd
- * array, its length in *n (for the rare callers that need them all).
- */
-DlockLease *
-dlock_lease_store_fetch_pending(DlockStore *s, text *key, int *n)
-{
-	PendingArray a;
-
-	a.size = 4;
-	a.n = 0;
-	a.ls = palloc(sizeof(DlockLease) * a.size);
-	dlock_lease_store_scan_pending(s, key, add_pending, &a);
-	*n = a.n;
-	return a.ls;
 }
 
 static HeapTuple

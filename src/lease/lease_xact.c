@@ -62,6 +62,7 @@
 
 #include "wait/wait.h"
 #include "base/base.h"
+#include "lease/lease_int.h"
 #include "lease/lease.h"
 
 /*

@@ -138,7 +138,7 @@ record(DlockWatchKind kind, DlockGrantCause cause, text *key, text *holder,
  * A new grant of key to holder (as owner, with token until expires_at),
  * come about as cause says.  The grant reports what it replaced first: a
  * lease it took over, as expired; an abandoned hand-over grant, as
- * released (lease_decide.c).
+ * released (lease_grant.c).
  */
 static void
 dlock_watch_granted(text *key, DlockGrantCause cause, text *holder, Oid owner,
@@ -190,7 +190,7 @@ dlock_watch_grant_withdrawn(text *key, int64 token)
 /*
  * The hand-over grant of key to holder (as owner, with token until
  * expires_at) was abandoned by its waiter, and dlock's worker freed its row
- * (wait_abandon.c), or a grant took it (lease_decide.c): the key is free again, a
+ * (wait_abandon.c), or a grant took it (lease_grant.c): the key is free again, a
  * release to its watchers, sent once if both report it (send_event).
  */
 void
