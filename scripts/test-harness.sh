@@ -176,7 +176,7 @@ rc=$?
 L=$W/run3.log
 grep -E '^==> (build|built)|^  (FAIL|NOTE|NEW)|^[0-9]+ passed' "$L" | sed 's/^/    /'
 blog=$(sed -nE 's/.*compiler output in ([^)]*)\).*/\1/p' "$L" | head -n 1)
-compiled=$(grep -cE -- '-c -o src/[a-z_]+\.o ' "$blog" 2>/dev/null)
+compiled=$(grep -cE -- '-c -o src/([a-z_]+/)*[a-z_]+\.o ' "$blog" 2>/dev/null)
 check "the build started from the cache and compiled the changed file only ($compiled object(s))" \
     "grep -q 'build cache .*: 1 file(s) differ from its build: src/views/views_sql.c' '$L' && [ '$compiled' = 1 ]"
 new_out=$(sed -nE 's/^  NEW: \[regress\] zz_harness_new has no expected\/zz_harness_new\.out; its output is ([^:]+): .*/\1/p' "$L")
