@@ -28,3 +28,78 @@ AS 'MODULE_PATHNAME', 'dlock_acquire_slots_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION dlock_acquire(text, text, interval, interval, integer) IS
 'acquire key for holder until now + ttl, waiting up to wait (slots > 1: one of slots places of a counting semaphore); returns the fencing token, or NULL when not acquired';
+
+-- ==== claims that wait, back off and share by group (issue 38) ====
+-- dlock.claim gains when a lapsed claim's row may be claimed again, and the
+-- group the claim was counted in (columns last: claim_store.c reads them by
+-- number).
+ALTER TABLE dlock.claim ADD COLUMN retry_at timestamptz;
+ALTER TABLE dlock.claim ADD COLUMN grp text COLLATE "C";
+CREATE INDEX claim_group ON dlock.claim (relid, grp) WHERE grp IS NOT NULL;
+COMMENT ON COLUMN dlock.claim.retry_at IS
+'when the row may be claimed again after its claim lapses (expiry plus backoff, or a give-back''s retry_after); NULL: at expires_at';
+COMMENT ON COLUMN dlock.claim.grp IS
+'the value of the group_by expression of the claim that wrote the row, as text (NULL: no group)';
+
+-- dlock_claim gains wait, backoff, backoff_max, group_by, per_group and fair
+DROP FUNCTION dlock_claim(anyelement, text, integer, interval, text, text, integer);
+DROP FUNCTION dlock_claim(text, text, integer, interval, text, text, integer);
+CREATE FUNCTION dlock_claim(rowtype anyelement, holder text, n integer,
+                            ttl interval DEFAULT '30 seconds',
+                            filter text DEFAULT NULL,
+                            order_by text DEFAULT NULL,
+                            max_attempts integer DEFAULT NULL,
+                            wait interval DEFAULT '0',
+                            backoff interval DEFAULT NULL,
+                            backoff_max interval DEFAULT NULL,
+                            group_by text DEFAULT NULL,
+                            per_group integer DEFAULT NULL,
+                            fair boolean DEFAULT false)
+RETURNS SETOF anyelement
+AS 'MODULE_PATHNAME', 'dlock_claim_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+ROWS 100 SUPPORT dlock_claim_rows_support;
+COMMENT ON FUNCTION dlock_claim(anyelement, text, integer, interval, text, text, integer, interval, interval, interval, text, integer, boolean) IS
+'claim up to n rows of the table of rowtype matching filter, in order_by order, that no live claim holds (at most per_group live claims per value of group_by), waiting up to wait for one; returns them';
+CREATE FUNCTION dlock_claim(rowtype text, holder text, n integer,
+                            ttl interval DEFAULT '30 seconds',
+                            filter text DEFAULT NULL,
+                            order_by text DEFAULT NULL,
+                            max_attempts integer DEFAULT NULL,
+                            wait interval DEFAULT '0',
+                            backoff interval DEFAULT NULL,
+                            backoff_max interval DEFAULT NULL,
+                            group_by text DEFAULT NULL,
+                            per_group integer DEFAULT NULL,
+                            fair boolean DEFAULT false)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'dlock_claim_untyped_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim(text, text, integer, interval, text, text, integer, interval, interval, interval, text, integer, boolean) IS
+'never claims: catches a quoted table name as first argument, with an error whose hint shows the call to write, dlock_claim(NULL::table, ...)';
+
+CREATE FUNCTION dlock_unclaim(tbl regclass, holder text, keys anyarray,
+                              retry_after interval)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_unclaim_retry_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_unclaim(regclass, text, anyarray, interval) IS
+'give back the holder''s live claims on the rows of tbl with these primary keys as failed: not claimable again before now + retry_after (NULL: the backoff the claim asked for); returns how many';
+
+CREATE FUNCTION dlock_claim_wakeup_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'dlock_claim_wakeup_trigger'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_wakeup_trigger() IS
+'statement trigger of dlock_claim_wakeup: wakes a claim waiting on the table when the statement''s transaction commits';
+
+CREATE FUNCTION dlock_claim_wakeup(tbl regclass)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dlock_claim_wakeup_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_wakeup(regclass) IS
+'put the statement trigger on tbl that wakes claims waiting for its rows (dlock_claim''s wait) when inserts and updates commit';

@@ -197,16 +197,24 @@ CREATE TABLE dlock.claim (
     attempts    integer NOT NULL,   -- times claimed; survives expiry
     poisoned_at timestamptz,        -- set when max_attempts was reached
     long_key    text COLLATE "C",   -- the key text when key is its digest
+    retry_at    timestamptz,        -- 0.5: not claimable again before (NULL: expires_at)
+    grp         text COLLATE "C",   -- 0.5: the value of the claim's group_by, as text
     PRIMARY KEY (relid, key)
 ) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.05);
 -- live claims of a table are found through this index, so that a claim
 -- reads the live claims, not every claim row kept for its attempts
 CREATE INDEX claim_live ON dlock.claim (relid, expires_at);
 CREATE INDEX claim_poisoned ON dlock.claim (relid) WHERE poisoned_at IS NOT NULL;
+-- the claims of one group of a table (per_group counts them)
+CREATE INDEX claim_group ON dlock.claim (relid, grp) WHERE grp IS NOT NULL;
 REVOKE ALL ON dlock.claim FROM PUBLIC;
 COMMENT ON TABLE dlock.claim IS 'one row per claimed row of a user table, kept after expiry for its attempt count';
 COMMENT ON COLUMN dlock.claim.long_key IS
 'the key text of a row whose key (column key) is the digest of a long text';
+COMMENT ON COLUMN dlock.claim.retry_at IS
+'when the row may be claimed again after its claim lapses (expiry plus backoff, or a give-back''s retry_after); NULL: at expires_at';
+COMMENT ON COLUMN dlock.claim.grp IS
+'the value of the group_by expression of the claim that wrote the row, as text (NULL: no group)';
 
 -- Row estimates for the planner: a claim returns at most n rows, a
 -- completion at most its keys, not the 1,000 assumed of a set-returning
@@ -230,13 +238,19 @@ CREATE FUNCTION dlock_claim(rowtype anyelement, holder text, n integer,
                             ttl interval DEFAULT '30 seconds',
                             filter text DEFAULT NULL,
                             order_by text DEFAULT NULL,
-                            max_attempts integer DEFAULT NULL)
+                            max_attempts integer DEFAULT NULL,
+                            wait interval DEFAULT '0',
+                            backoff interval DEFAULT NULL,
+                            backoff_max interval DEFAULT NULL,
+                            group_by text DEFAULT NULL,
+                            per_group integer DEFAULT NULL,
+                            fair boolean DEFAULT false)
 RETURNS SETOF anyelement
 AS 'MODULE_PATHNAME', 'dlock_claim_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 ROWS 100 SUPPORT dlock_claim_rows_support;
-COMMENT ON FUNCTION dlock_claim(anyelement, text, integer, interval, text, text, integer) IS
-'claim up to n rows of the table of rowtype matching filter, in order_by order, that no live claim holds; returns them';
+COMMENT ON FUNCTION dlock_claim(anyelement, text, integer, interval, text, text, integer, interval, interval, interval, text, integer, boolean) IS
+'claim up to n rows of the table of rowtype matching filter, in order_by order, that no live claim holds (at most per_group live claims per value of group_by), waiting up to wait for one; returns them';
 
 -- dlock_claim('jobs', ...) (a quoted table name where a row type is wanted)
 -- reaches this overload instead of failing with "could not determine
@@ -247,12 +261,18 @@ CREATE FUNCTION dlock_claim(rowtype text, holder text, n integer,
                             ttl interval DEFAULT '30 seconds',
                             filter text DEFAULT NULL,
                             order_by text DEFAULT NULL,
-                            max_attempts integer DEFAULT NULL)
+                            max_attempts integer DEFAULT NULL,
+                            wait interval DEFAULT '0',
+                            backoff interval DEFAULT NULL,
+                            backoff_max interval DEFAULT NULL,
+                            group_by text DEFAULT NULL,
+                            per_group integer DEFAULT NULL,
+                            fair boolean DEFAULT false)
 RETURNS SETOF text
 AS 'MODULE_PATHNAME', 'dlock_claim_untyped_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION dlock_claim(text, text, integer, interval, text, text, integer) IS
+COMMENT ON FUNCTION dlock_claim(text, text, integer, interval, text, text, integer, interval, interval, interval, text, integer, boolean) IS
 'never claims: catches a quoted table name as first argument, with an error whose hint shows the call to write, dlock_claim(NULL::table, ...)';
 
 -- The check dlock_claim's query runs on every row its scan reaches, before
@@ -313,6 +333,34 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_unclaim(regclass, text, anyarray) IS
 'give back the holder''s live claims on the rows of tbl with these primary keys; returns how many';
+
+CREATE FUNCTION dlock_unclaim(tbl regclass, holder text, keys anyarray,
+                              retry_after interval)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_unclaim_retry_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_unclaim(regclass, text, anyarray, interval) IS
+'give back the holder''s live claims on the rows of tbl with these primary keys as failed: not claimable again before now + retry_after (NULL: the backoff the claim asked for); returns how many';
+
+-- Waiting claims (dlock_claim's wait) are woken when a statement that
+-- inserted or updated rows of the table commits: dlock_claim_wakeup(tbl)
+-- puts a statement trigger on the table that tells dlock so.
+CREATE FUNCTION dlock_claim_wakeup_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'dlock_claim_wakeup_trigger'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_wakeup_trigger() IS
+'statement trigger of dlock_claim_wakeup: wakes a claim waiting on the table when the statement''s transaction commits';
+
+CREATE FUNCTION dlock_claim_wakeup(tbl regclass)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dlock_claim_wakeup_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claim_wakeup(regclass) IS
+'put the statement trigger on tbl that wakes claims waiting for its rows (dlock_claim''s wait) when inserts and updates commit';
 
 CREATE FUNCTION dlock_renew_claims(tbl regclass, holder text, ttl interval DEFAULT NULL)
 RETURNS bigint

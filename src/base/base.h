@@ -73,6 +73,8 @@ extern text *dlock_check_key(text *key);
 extern text *dlock_arg_holder(FunctionCallInfo fcinfo, int argno);
 extern int64 dlock_arg_ttl(FunctionCallInfo fcinfo, int argno, bool null_ok);
 extern int64 dlock_arg_wait(FunctionCallInfo fcinfo, int argno);
+extern int64 dlock_arg_delay(FunctionCallInfo fcinfo, int argno,
+							 const char *what);
 extern int	dlock_arg_slots(FunctionCallInfo fcinfo, int argno);
 extern bool dlock_arg_token(FunctionCallInfo fcinfo, int argno, bool null_ok,
 							int64 *token);

@@ -151,6 +151,19 @@ dlock_arg_wait(FunctionCallInfo fcinfo, int argno)
 						"1 day");
 }
 
+/*
+ * A delay (a claim's backoff, a give-back's retry_after): zero up to 30
+ * days, named what in the messages; NULL comes back as -1.
+ */
+int64
+dlock_arg_delay(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		return -1;
+	return interval_arg(fcinfo, argno, what, true, DLOCK_MAX_TTL_US,
+						"30 days");
+}
+
 /* slots of a semaphore: 1 (a lease) up to DLOCK_MAX_SLOTS */
 int
 dlock_arg_slots(FunctionCallInfo fcinfo, int argno)

@@ -44,7 +44,7 @@ reject(const char *what, const char *why)
 	ereport(ERROR,
 			(errcode(ERRCODE_SYNTAX_ERROR),
 			 errmsg("%s must be a single SQL %s", what,
-					strcmp(what, "filter") == 0 ? "expression" : "ORDER BY list"),
+					strcmp(what, "order_by") != 0 ? "expression" : "ORDER BY list"),
 			 errdetail("%s", why)));
 }
 
@@ -149,6 +149,14 @@ dlock_check_filter(const char *filter)
 {
 	check_balanced("filter", filter);
 	check_wrapped("filter", psprintf("SELECT (\n%s\n)", filter), false);
+}
+
+/* group_by: one expression, checked as filter is */
+void
+dlock_check_group_by(const char *group_by)
+{
+	check_balanced("group_by", group_by);
+	check_wrapped("group_by", psprintf("SELECT (\n%s\n)", group_by), false);
 }
 
 void

@@ -38,7 +38,7 @@ extern List *dlock_claim_partition_ancestors(Oid relid);
  *		files use the columns.
  * ----------------
  */
-/* columns of dlock.claim, as dlock--0.1.sql creates it and 0.4 extends it */
+/* columns of dlock.claim, as dlock--0.1.sql creates it and 0.4 and 0.5 extend it */
 enum
 {
 	Anum_relid = 1,
@@ -52,7 +52,10 @@ enum
 	Anum_attempts,
 	Anum_poisoned_at,
 	Anum_long_key,				/* 0.4: the key text of a digest key */
-	Natts_claim_table = Anum_long_key,
+	Anum_retry_at,				/* 0.5: claimable again from (NULL: expires_at) */
+	Anum_grp,					/* 0.5: the claim's group_by value */
+	Natts_claim_table = Anum_grp,
+	Natts_claim_table_04 = Anum_long_key,
 	Natts_claim_table_03 = Anum_poisoned_at
 };
 
@@ -88,6 +91,7 @@ typedef struct DlockClaimWrite
 
 extern void dlock_claim_store_open(DlockStore *s);
 extern bool dlock_claim_store_has_long_key(void);
+extern bool dlock_claim_store_has_05(void);
 extern uint64 dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid,
 											text **keys, int n, Datum *values);
 extern bool dlock_claim_store_held(Oid relid, text *key, text *holder,
@@ -222,6 +226,16 @@ typedef struct ClaimRequest
 	int			step_dir;		/* claims can step over held rows at the
 								 * head of the order: 1 (the primary key
 								 * ascending), -1 (descending), 0: cannot */
+	int64		wait_us;		/* wait up to this for a claimable row (0:
+								 * do not wait) */
+	int64		backoff_us;		/* a lapsed claim's row waits this before
+								 * it is claimable again (0: none) */
+	int64		backoff_max_us; /* with backoff: doubling per attempt up to
+								 * this (0: a fixed delay) */
+	const char *group_by;		/* the caller's group expression, or NULL */
+	int			per_group;		/* at most this many live claims per
+								 * group (0: no limit) */
+	bool		fair;			/* fill the batch round-robin by group */
 } ClaimRequest;
 
 extern uint64 dlock_claim_query_run(const ClaimRequest *req, Datum tried,
@@ -267,6 +281,7 @@ extern bool dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type,
  */
 extern void dlock_check_filter(const char *filter);
 extern void dlock_check_order_by(const char *order_by);
+extern void dlock_check_group_by(const char *group_by);
 extern int	dlock_claim_order_step(const ClaimTarget *t, const char *order_by);
 
 /* ----------------

@@ -123,16 +123,77 @@ arg_keys(FunctionCallInfo fcinfo, int argno, const ClaimTarget *t, int *n,
 }
 
 /*
+ * The arguments 0.5 added (wait, backoff, backoff_max, group_by,
+ * per_group, fair), from argument 7 on; a call through an older
+ * extension's dlock_claim has none of them, and gets their defaults.
+ */
+static void
+arg_claim_05(FunctionCallInfo fcinfo, ClaimRequest *req)
+{
+	req->wait_us = 0;
+	req->backoff_us = 0;
+	req->backoff_max_us = 0;
+	req->group_by = NULL;
+	req->per_group = 0;
+	req->fair = false;
+	if (PG_NARGS() < 13)
+		return;
+	req->wait_us = dlock_arg_wait(fcinfo, 7);
+	req->backoff_us = Max(dlock_arg_delay(fcinfo, 8, "backoff"), 0);
+	req->backoff_max_us = dlock_arg_delay(fcinfo, 9, "backoff_max");
+	if (req->backoff_max_us >= 0 && req->backoff_us == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("backoff_max needs backoff"),
+				 errdetail("backoff_max caps a backoff that doubles per attempt, from backoff."),
+				 errhint("Pass backoff too, or no backoff_max for a fixed delay.")));
+	if (req->backoff_max_us >= 0 && req->backoff_max_us < req->backoff_us)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("backoff_max must not be less than backoff")));
+	req->backoff_max_us = Max(req->backoff_max_us, 0);
+	req->group_by = arg_sql_text(fcinfo, 10, "group_by");
+	if (!PG_ARGISNULL(11))
+	{
+		req->per_group = PG_GETARG_INT32(11);
+		if (req->per_group < 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("per_group must be at least 1"),
+					 errdetail("per_group was %d.", req->per_group)));
+	}
+	dlock_arg_not_null(fcinfo, 12, "fair");
+	req->fair = PG_GETARG_BOOL(12);
+	if ((req->per_group > 0 || req->fair) && req->group_by == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s needs group_by", req->fair ? "fair" : "per_group"),
+				 errhint("Pass group_by, the expression whose values are the groups.")));
+	if (req->group_by)
+		dlock_check_group_by(req->group_by);
+	/* SKELETON (issue 38): each part removes its line as it lands */
+	if (req->wait_us > 0)
+		elog(ERROR, "dlock_claim: wait is not built yet");
+	if (req->backoff_us > 0)
+		elog(ERROR, "dlock_claim: backoff is not built yet");
+	if (req->group_by)
+		elog(ERROR, "dlock_claim: group_by is not built yet");
+}
+
+/*
  * dlock_claim(rowtype anyelement, holder text, n int,
  *			   ttl interval DEFAULT '30 seconds', filter text DEFAULT NULL,
- *			   order_by text DEFAULT NULL, max_attempts int DEFAULT NULL)
+ *			   order_by text DEFAULT NULL, max_attempts int DEFAULT NULL,
+ *			   wait interval DEFAULT '0', backoff interval DEFAULT NULL,
+ *			   backoff_max interval DEFAULT NULL, group_by text DEFAULT NULL,
+ *			   per_group int DEFAULT NULL, fair boolean DEFAULT false)
  *		RETURNS SETOF anyelement
  *
  * Claims up to n rows of the table whose row type rowtype is, that match
  * filter, in order_by order (default: primary key), that no live claim
  * holds; returns them whole.  rowtype's value is ignored (NULL::tbl).
- * NULL holder, n or ttl is an error; NULL filter, order_by, max_attempts
- * mean none.
+ * NULL holder, n, ttl, wait or fair is an error; NULL filter, order_by,
+ * max_attempts, backoff, backoff_max, group_by and per_group mean none.
  */
 PG_FUNCTION_INFO_V1(dlock_claim_sql);
 Datum
@@ -168,6 +229,7 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 		dlock_check_filter(req.filter);
 	if (req.order_by)
 		dlock_check_order_by(req.order_by);
+	arg_claim_05(fcinfo, &req);
 	/* stepping over held rows needs the per-row check: it learns the bound */
 	req.step_dir = req.fn_schema ?
 		dlock_claim_order_step(req.target, req.order_by) : 0;
@@ -300,6 +362,41 @@ dlock_unclaim_sql(PG_FUNCTION_ARGS)
 		keys = arg_keys(fcinfo, 2, t, &nkeys, NULL, NULL);
 	dlock_arg_writes_allowed("dlock_unclaim()");
 	PG_RETURN_INT64(dlock_claim_unclaim(t, holder, keys, nkeys));
+}
+
+/*
+ * dlock_unclaim(tbl regclass, holder text, keys anyarray,
+ *				 retry_after interval) RETURNS bigint
+ *
+ * SKELETON (issue 38): the retry part builds it.
+ */
+PG_FUNCTION_INFO_V1(dlock_unclaim_retry_sql);
+Datum
+dlock_unclaim_retry_sql(PG_FUNCTION_ARGS)
+{
+	elog(ERROR, "dlock_unclaim: retry_after is not built yet");
+	PG_RETURN_NULL();
+}
+
+/*
+ * dlock_claim_wakeup(tbl regclass) RETURNS void, and its trigger function
+ *
+ * SKELETON (issue 38): the wait part builds them.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_wakeup_sql);
+Datum
+dlock_claim_wakeup_sql(PG_FUNCTION_ARGS)
+{
+	elog(ERROR, "dlock_claim_wakeup is not built yet");
+	PG_RETURN_NULL();
+}
+
+PG_FUNCTION_INFO_V1(dlock_claim_wakeup_trigger);
+Datum
+dlock_claim_wakeup_trigger(PG_FUNCTION_ARGS)
+{
+	elog(ERROR, "dlock_claim_wakeup_trigger is not built yet");
+	PG_RETURN_NULL();
 }
 
 /*

@@ -103,15 +103,25 @@ claim_natts(void)
 }
 
 /*
- * Open dlock.claim: as dlock 0.4 made it, or as 0.1 to 0.3 did (the
- * library was updated, the extension not yet: no long_key column, so a
- * digest key's text is not kept).
+ * Open dlock.claim: as dlock 0.5 made it, or as 0.4 did (no retry_at and
+ * grp: the library was updated, the extension not yet), or as 0.1 to 0.3
+ * did (no long_key column either, so a digest key's text is not kept).
  */
 void
 dlock_claim_store_open(DlockStore *s)
 {
-	dlock_store_open(s, "claim", claim_natts() == Natts_claim_table_03 ?
-					 Natts_claim_table_03 : Natts_claim_table);
+	int			natts = claim_natts();
+
+	dlock_store_open(s, "claim",
+					 natts == Natts_claim_table_03 ||
+					 natts == Natts_claim_table_04 ? natts : Natts_claim_table);
+}
+
+/* whether dlock.claim has its retry_at and grp columns (dlock 0.5 and later) */
+bool
+dlock_claim_store_has_05(void)
+{
+	return claim_natts() >= Anum_grp;
 }
 
 /* whether dlock.claim has its long_key column (dlock 0.4 and later) */
@@ -346,6 +356,11 @@ insert_claims(Oid relid, text **keys, text **fulls, int n, text *holder,
 		{
 			v[Anum_long_key - 1] = PointerGetDatum(fulls[i]);
 			isnull[Anum_long_key - 1] = fulls[i] == keys[i];
+		}
+		if (slot->tts_tupleDescriptor->natts >= Anum_grp)
+		{
+			isnull[Anum_retry_at - 1] = true;
+			isnull[Anum_grp - 1] = true;
 		}
 		ExecStoreVirtualTuple(slot);
 		slots[i] = slot;
