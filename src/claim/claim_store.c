@@ -569,7 +569,8 @@ set_groups(const DlockClaimWrite *w, text **keys, int *again, int nagain,
 {
 	static DlockQuery q = {
 		"UPDATE " DLOCK_SCHEMA ".claim c SET grp = g.grp"
-		"  FROM pg_catalog.unnest($2, $3) AS g(key, grp)"
+		"  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3))"
+		"       AS g(key, grp)"
 		" WHERE c.relid" EQ "$1 AND c.key" EQ "g.key",
 		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTARRAYOID}
 	};
