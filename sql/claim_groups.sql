@@ -26,6 +26,17 @@ SELECT tenant, count(*) FROM dlock_claim(NULL::grp_jobs, 'h3', 100,
 SELECT dlock_unclaim('grp_jobs', 'h1', ARRAY(SELECT id FROM grp_jobs WHERE tenant = 'big' ORDER BY id LIMIT 1));
 SELECT id, tenant FROM dlock_claim(NULL::grp_jobs, 'h4', 100,
     group_by => 'tenant', per_group => 5);
+-- a row waiting out a backoff (retry_at ahead) still occupies its group
+SELECT dlock_unclaim('grp_jobs', 'h4', ARRAY[1]);
+UPDATE dlock.claim SET retry_at = clock_timestamp() + interval '1 hour'
+ WHERE relid = 'grp_jobs'::regclass AND key = '1';
+SELECT id, tenant FROM dlock_claim(NULL::grp_jobs, 'h6', 100,
+    group_by => 'tenant', per_group => 5);
+-- a row claimed again is counted in the group of its new claim
+SELECT dlock_unclaim('grp_jobs', 'h1', ARRAY[2]);
+SELECT id, acct FROM dlock_claim(NULL::grp_jobs, 'h7', 1, filter => 'id = 2',
+    group_by => 'acct * 10', per_group => 1);
+SELECT key, grp, attempts FROM dlock.claim WHERE relid = 'grp_jobs'::regclass AND key = '2';
 -- a claim without group_by ignores groups
 SELECT count(*) FROM dlock_claim(NULL::grp_jobs, 'h5', 100);
 SELECT dlock_reset_claims('grp_jobs', ARRAY(SELECT id FROM grp_jobs)) > 0 AS reset;
