@@ -41,6 +41,15 @@ COMMENT ON COLUMN dlock.claim.retry_at IS
 COMMENT ON COLUMN dlock.claim.grp IS
 'the value of the group_by expression of the claim that wrote the row, as text (NULL: no group)';
 
+-- The per-row check of a claim with group_by: the row's group as text too
+-- (claim_group.c).  Runs no SQL (src/no_search_path.h).
+CREATE FUNCTION dlock_claim_unheld(tbl pg_catalog.regclass, key anyelement, ticket bigint, grp text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_claim_unheld_group_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10;
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint, text) IS
+'the per-row check of the query of dlock_claim with group_by, with its ticket (any other ticket is an error): true when no live claim and no poison mark is on the row and its group (grp) has room';
+
 -- dlock_claim gains wait, backoff, backoff_max, group_by, per_group and fair
 DROP FUNCTION dlock_claim(anyelement, text, integer, interval, text, text, integer);
 DROP FUNCTION dlock_claim(text, text, integer, interval, text, text, integer);

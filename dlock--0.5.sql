@@ -288,6 +288,15 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10;
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
 'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim and no poison mark is on the row';
 
+-- The per-row check of a claim with group_by: the row's group as text too
+-- (claim_group.c).  Runs no SQL (src/no_search_path.h).
+CREATE FUNCTION dlock_claim_unheld(tbl pg_catalog.regclass, key anyelement, ticket bigint, grp text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_claim_unheld_group_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10;
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint, text) IS
+'the per-row check of the query of dlock_claim with group_by, with its ticket (any other ticket is an error): true when no live claim and no poison mark is on the row and its group (grp) has room';
+
 -- The same check for callers: true only for a row the caller can see
 -- (it reads the row as the caller: row-level security and column
 -- privileges apply), so that it tells a role nothing about other rows.

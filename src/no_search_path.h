@@ -97,6 +97,14 @@ DLOCK_NO_SEARCH_PATH("dlock_validate(text, text, bigint)", dlock_validate_sql)
 DLOCK_NO_SEARCH_PATH("dlock_claim_unheld(regclass, anyelement, bigint)", dlock_claim_unheld_ticket_sql)
 
 /*
+ * dlock_claim_unheld with a ticket and a group: the same check for a claim
+ * with group_by; the group comes as text, and a group's count is one scan
+ * of dlock.claim's claim_group index, found by schema and name
+ * (claim_group.c, claim_store_probe.c).
+ */
+DLOCK_NO_SEARCH_PATH("dlock_claim_unheld(regclass, anyelement, bigint, text)", dlock_claim_unheld_group_sql)
+
+/*
  * dlock_claimed: the claim fence; the table as an OID, the key as above,
  * one probe of dlock.claim's primary key and the row's key lock
  * (claim_manage.c, claim_store.c).

@@ -91,8 +91,10 @@ typedef enum DlockKeyClass
 	DLOCK_CLASS_LEASE = 0x444c, /* "DL" */
 	DLOCK_CLASS_CLAIM = 0x4443, /* "DC" */
 	DLOCK_CLASS_TOKEN = 0x4454,	/* "DT" */
-	DLOCK_CLASS_SLOT = 0x4453	/* "DS": one holder's slot of a semaphore
+	DLOCK_CLASS_SLOT = 0x4453,	/* "DS": one holder's slot of a semaphore
 								 * or of shared leases */
+	DLOCK_CLASS_GROUP = 0x4447	/* "DG": one group of a table's claims
+								 * (group_by, per_group) */
 } DlockKeyClass;
 
 typedef struct DlockKeyLock
@@ -105,6 +107,7 @@ extern DlockKeyLock dlock_key_for_text(DlockKeyClass klass, const char *data,
 									   int len);
 extern DlockKeyLock dlock_key_for_slot(const char *data, int len, int slot);
 extern DlockKeyLock dlock_key_for_row(Oid relid, const char *data, int len);
+extern DlockKeyLock dlock_key_for_group(Oid relid, const char *data, int len);
 extern bool dlock_key_trylock(const DlockKeyLock *key, LOCKMODE mode);
 extern void dlock_key_lock(const DlockKeyLock *key, LOCKMODE mode);
 extern void dlock_key_unlock(const DlockKeyLock *key, LOCKMODE mode);

@@ -76,6 +76,14 @@ dlock_key_for_row(Oid relid, const char *data, int len)
 				   data, len);
 }
 
+/* the lock of one group of table relid's claims: the group's text */
+DlockKeyLock
+dlock_key_for_group(Oid relid, const char *data, int len)
+{
+	return key_for(DLOCK_CLASS_GROUP, ((uint64) relid << 16) | DLOCK_CLASS_GROUP,
+				   data, len);
+}
+
 static void
 make_tag(const DlockKeyLock *key, LOCKTAG *tag)
 {

@@ -7,6 +7,8 @@
  *		twice, one lookup and one write (claim_store.c).
  *
  * A batch:
+ *	0. with group_by and per_group, drops the candidates over their
+ *	   group's room, under the group's lock (claim_group.c);
  *	1. reads the candidates' claim rows at the latest committed state: a
  *	   claim that committed after the query's per-row check is seen here,
  *	   and its row is dropped (the snapshot race of SKIP LOCKED claims).  A
@@ -72,6 +74,8 @@ look_and_lock(const ClaimRequest *req, ClaimCandidate *c, int *order, int n)
 	{
 		ClaimCandidate *cc = &c[order[k]];
 
+		if (cc->dropped)
+			continue;			/* over its group's cap */
 		if (!found[k])
 			cc->fresh = true;
 		else if (!live[k] && !poisoned[k])
@@ -94,7 +98,7 @@ decide_and_write(const ClaimRequest *req, ClaimCandidate *c, int *order,
 				 int64 *redelivered)
 {
 	DlockClaimWrite w = {req->target->claim_relid, req->holder, role, 0,
-	req->ttl_us, now};
+	req->ttl_us, now, NULL};
 	text	  **keys = palloc(sizeof(text *) * n);
 	text	  **fulls = palloc(sizeof(text *) * n);
 	DlockClaimAction *action = palloc(sizeof(DlockClaimAction) * n);
@@ -103,6 +107,7 @@ decide_and_write(const ClaimRequest *req, ClaimCandidate *c, int *order,
 	bool	   *live = palloc(sizeof(bool) * n);
 	int		   *attempts = palloc(sizeof(int) * n);
 	bool	   *poisoned = palloc(sizeof(bool) * n);
+	text	  **grps = req->group_by ? palloc(sizeof(text *) * n) : NULL;
 	int			nlocked = 0;
 	int			claimed;
 
@@ -139,11 +144,14 @@ decide_and_write(const ClaimRequest *req, ClaimCandidate *c, int *order,
 	{
 		keys[i] = c[i].key;
 		fulls[i] = c[i].full;
+		if (grps)
+			grps[i] = c[i].grp;
 		if (*token == 0 && (action[i] == DLOCK_CLAIM_INSERT ||
 							action[i] == DLOCK_CLAIM_AGAIN))
 			*token = dlock_next_token();
 	}
 	w.token = *token;
+	w.grps = grps;
 	claimed = dlock_claim_store_write(&w, keys, fulls, action, n, attempts);
 	for (int i = 0; i < n; i++)
 	{
@@ -172,6 +180,8 @@ dlock_claim_batch(const ClaimRequest *req, ClaimCandidate *c, int n, Oid role,
 	for (int i = 0; i < n; i++)
 		order[i] = i;
 	qsort_arg(order, n, sizeof(int), candidate_cmp, c);
+	/* group_by with per_group: at most its room per group (claim_group.c) */
+	dlock_claim_group_limit(req, c, n);
 	look_and_lock(req, c, order, n);
 	now = GetCurrentTimestamp();
 	claimed = decide_and_write(req, c, order, n, role, now, token,

@@ -66,6 +66,8 @@ extern DlockClaimProbe *dlock_claim_probe_begin(Oid relid);
 extern bool dlock_claim_probe_held(DlockClaimProbe *p, text *key,
 								   TimestampTz *settled_until);
 extern void dlock_claim_probe_end(DlockClaimProbe *p);
+extern int	dlock_claim_store_group_count(Oid relid, text *grp, bool dirty,
+										  TimestampTz now);
 
 /* claim_store.c */
 
@@ -87,6 +89,8 @@ typedef struct DlockClaimWrite
 	int64		token;
 	int64		ttl_us;
 	TimestampTz now;			/* claimed_at; they expire at now + ttl_us */
+	text	  **grps;			/* each key's group (dlock_claim_group_id),
+								 * or NULL: no group_by */
 } DlockClaimWrite;
 
 extern void dlock_claim_store_open(DlockStore *s);
@@ -236,10 +240,43 @@ typedef struct ClaimRequest
 	int			per_group;		/* at most this many live claims per
 								 * group (0: no limit) */
 	bool		fair;			/* fill the batch round-robin by group */
+	struct ClaimGroups *groups; /* with group_by: the call's groups
+								 * (claim_group.c), else NULL */
 } ClaimRequest;
 
 extern uint64 dlock_claim_query_run(const ClaimRequest *req, Datum tried,
 									int need);
+
+/* ----------------
+ * claim_group.c
+ *		Groups of a claim: group_by, per_group, fair (claim_group.c).
+ * ----------------
+ */
+/* what a claim call knows of its groups */
+typedef struct ClaimGroups
+{
+	MemoryContext cxt;
+	struct HTAB *tab;			/* group text -> its counts */
+	Oid			relid;			/* the claims' table (claim_relid) */
+	int			per_group;		/* 0: no cap */
+	int			cap;			/* fair: this round's rows per group in the
+								 * call (0: not fair) */
+	uint64		scan;			/* scans of the claim query so far */
+	int			ncapped;		/* groups this scan turned away at cap */
+	TimestampTz now;			/* this scan's time */
+} ClaimGroups;
+
+struct ClaimCandidate;
+extern text *dlock_claim_group_id(text *value);
+extern ClaimGroups *dlock_claim_groups_begin(const ClaimRequest *req);
+extern void dlock_claim_groups_scan_begin(ClaimGroups *g);
+extern bool dlock_claim_group_admits(ClaimGroups *g, text *grp, void **entry);
+extern void dlock_claim_group_passed(void *entry);
+extern void dlock_claim_groups_taken(ClaimGroups *g,
+									 struct ClaimCandidate *c, int n);
+extern bool dlock_claim_groups_next_round(ClaimGroups *g, int need);
+extern void dlock_claim_group_limit(const ClaimRequest *req,
+									struct ClaimCandidate *c, int n);
 
 /* ----------------
  * claim_unheld.c
@@ -263,6 +300,7 @@ typedef struct ClaimScan
 	int64		nlead;			/* how many */
 	TimestampTz lead_until;		/* the first of their claims to lapse */
 	Datum		lead_last;		/* the last one's primary key */
+	ClaimGroups *groups;		/* with group_by: the call's groups */
 	struct ClaimScan *next;
 } ClaimScan;
 
@@ -273,6 +311,8 @@ extern void dlock_claim_scan_end(ClaimScan *s, bool failed);
 extern bool dlock_claim_row_held(Oid relid, Datum value, Oid type);
 extern bool dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type,
 										  int64 ticket);
+extern bool dlock_claim_row_held_in_group(Oid relid, Datum value, Oid type,
+										  int64 ticket, text *grp);
 
 /* ----------------
  * claim_filter.c
@@ -327,6 +367,9 @@ extern void dlock_claim_ddl_dropped(void);
 typedef struct ClaimCandidate
 {
 	text	   *key;			/* its claim key (dlock_claim_key_id) */
+	text	   *grp;			/* with group_by: its group
+								 * (dlock_claim_group_id) */
+	bool		dropped;		/* over its group's cap: not claimed */
 	text	   *full;			/* its key text */
 	Datum		row;			/* whole-row datum from the user's table */
 	bool		fresh;			/* no claim row: claimable without a key lock */

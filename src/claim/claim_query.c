@@ -43,10 +43,14 @@
 #include "claim/claim.h"
 #include "claim/claim_int.h"
 
+/* what precedes the caller's group_by in the claim query */
+#define GROUP_MARK "/*group_by*/(\n"
+
 /*
- *	SELECT ROW(tbl.*)::schema.tbl, tbl.pk FROM [ONLY] schema.tbl
+ *	SELECT ROW(tbl.*)::schema.tbl, tbl.pk [, (group_by)::text]
+ *	  FROM [ONLY] schema.tbl
  *	 WHERE (filter) AND NOT (tbl.pk OPERATOR(s.=) ANY ($1))
- *	   AND ext.dlock_claim_unheld(claim_relid, tbl.pk, $2)
+ *	   AND ext.dlock_claim_unheld(claim_relid, tbl.pk, $2 [, (group_by)::text])
  *	 ORDER BY order_by
  *	 LIMIT n
  *	 FOR UPDATE OF tbl SKIP LOCKED
@@ -62,7 +66,10 @@
  * filter cannot name it, so it is answered as any direct call is, never
  * for rows the caller cannot see.  LIMIT is the
  * batch size, a constant, so that the plan is made for it; a second run
- * for the rest of a batch asks SPI for fewer rows.
+ * for the rest of a batch asks SPI for fewer rows.  With group_by, the
+ * caller's group expression is evaluated as the caller too, as text: the
+ * per-row check counts the rows of each group (claim_group.c), and the
+ * third column gives each candidate's group to the batch.
  */
 static char *
 query_sql(const ClaimRequest *req, int bound_dir)
@@ -76,13 +83,22 @@ query_sql(const ClaimRequest *req, int bound_dir)
 	 * The whole row as ROW(tbl.*)::type: a bare "tbl" would name a column if
 	 * the table has one with its own name.
 	 */
-	appendStringInfo(&sql, "SELECT ROW(%s.*)::%s, %s.%s FROM %s%s",
-					 t->relname, t->qualname, t->relname, t->pk_colname,
-					 t->relkind == 'r' ? "ONLY " : "", t->qualname);
+	appendStringInfo(&sql, "SELECT ROW(%s.*)::%s, %s.%s",
+					 t->relname, t->qualname, t->relname, t->pk_colname);
+	if (req->group_by)
+		appendStringInfo(&sql, ", " GROUP_MARK "%s\n)::pg_catalog.text",
+						 req->group_by);
+	appendStringInfo(&sql, " FROM %s%s", t->relkind == 'r' ? "ONLY " : "",
+					 t->qualname);
 	appendStringInfo(&sql, " WHERE (\n%s\n)", req->filter ? req->filter : "true");
 	appendStringInfo(&sql, " AND NOT (%s.%s %s ANY ($1))",
 					 t->relname, t->pk_colname, t->pk_eq_op);
-	if (req->fn_schema)
+	if (req->fn_schema && req->group_by)
+		appendStringInfo(&sql, " AND %s.dlock_claim_unheld('%u'::pg_catalog.oid, %s.%s, $2, "
+						 GROUP_MARK "%s\n)::pg_catalog.text)",
+						 req->fn_schema, t->claim_relid, t->relname,
+						 t->pk_colname, req->group_by);
+	else if (req->fn_schema)
 		appendStringInfo(&sql, " AND %s.dlock_claim_unheld('%u'::pg_catalog.oid, %s.%s, $2)",
 						 req->fn_schema, t->claim_relid, t->relname, t->pk_colname);
 	/* stepping over the held rows at the head of the order: after $3 */
@@ -107,15 +123,18 @@ position_in_arg(const char *sql, const char *marker, const char *arg, int pos,
 				int *argpos)
 {
 	const char *at = arg ? strstr(sql, marker) : NULL;
-	int			from;
 
-	if (at == NULL)
-		return false;
-	from = pg_mbstrlen_with_len(sql, at + strlen(marker) - sql);
-	if (pos <= from || pos > from + pg_mbstrlen(arg))
-		return false;
-	*argpos = pos - from;
-	return true;
+	/* group_by is in the query twice */
+	for (; at != NULL; at = strstr(at + 1, marker))
+	{
+		int			from = pg_mbstrlen_with_len(sql, at + strlen(marker) - sql);
+
+		if (pos <= from || pos > from + pg_mbstrlen(arg))
+			continue;
+		*argpos = pos - from;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -171,6 +190,12 @@ rethrow(MemoryContext cxt, const ClaimRequest *req)
 			arg = order_by;
 			argname = "order_by";
 		}
+		else if (position_in_arg(sql, GROUP_MARK, req->group_by, pos,
+								 &edata->internalpos))
+		{
+			arg = req->group_by;
+			argname = "group_by";
+		}
 		if (arg)
 			edata->internalquery = pstrdup(arg);
 	}
@@ -199,9 +224,11 @@ rethrow(MemoryContext cxt, const ClaimRequest *req)
 	{
 		char	   *mine = argname ?
 		psprintf("%s of dlock_claim on table %s", argname, t->qualname) :
-		psprintf("claim query of dlock_claim on table %s (filter %s, order_by %s)",
+		psprintf("claim query of dlock_claim on table %s (filter %s, order_by %s%s%s)",
 				 t->qualname, filter ? filter : "NULL",
-				 order_by ? order_by : "NULL");
+				 order_by ? order_by : "NULL",
+				 req->group_by ? ", group_by " : "",
+				 req->group_by ? req->group_by : "");
 
 		edata->context = edata->context ?
 			psprintf("%s\n%s", edata->context, mine) : mine;
@@ -406,6 +433,9 @@ dlock_claim_query_run(const ClaimRequest *req, Datum tried, int need)
 	}
 	else
 		plan = up->plan;
+	scan.groups = req->groups;
+	if (req->groups)
+		dlock_claim_groups_scan_begin(req->groups);
 
 	/* errors in the caller's filter or order_by name the caller's text */
 	PG_TRY();

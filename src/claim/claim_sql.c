@@ -136,6 +136,7 @@ arg_claim_05(FunctionCallInfo fcinfo, ClaimRequest *req)
 	req->group_by = NULL;
 	req->per_group = 0;
 	req->fair = false;
+	req->groups = NULL;
 	if (PG_NARGS() < 13)
 		return;
 	req->wait_us = dlock_arg_wait(fcinfo, 7);
@@ -176,8 +177,6 @@ arg_claim_05(FunctionCallInfo fcinfo, ClaimRequest *req)
 		elog(ERROR, "dlock_claim: wait is not built yet");
 	if (req->backoff_us > 0)
 		elog(ERROR, "dlock_claim: backoff is not built yet");
-	if (req->group_by)
-		elog(ERROR, "dlock_claim: group_by is not built yet");
 }
 
 /*
@@ -306,6 +305,31 @@ dlock_claim_unheld_ticket_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(!dlock_claim_row_held_in_claim(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
 												  get_fn_expr_argtype(fcinfo->flinfo, 1),
 												  PG_GETARG_INT64(2)));
+}
+
+/*
+ * dlock_claim_unheld(tbl regclass, key anyelement, ticket bigint, grp text)
+ *		RETURNS boolean
+ *
+ * The check the query of a dlock_claim with group_by runs on each row its
+ * scan reaches, with the claim's ticket and the text of the row's group_by
+ * value: true when no live claim and no poison mark is on the row, and its
+ * group may have another row (per_group, fair).  Runs no SQL but one scan
+ * of dlock.claim's claim_group index per group and scan
+ * (src/no_search_path.h).  A NULL grp is the group of NULL values; any
+ * other ticket, or a NULL table, key or ticket, is an error.
+ */
+PG_FUNCTION_INFO_V1(dlock_claim_unheld_group_sql);
+Datum
+dlock_claim_unheld_group_sql(PG_FUNCTION_ARGS)
+{
+	dlock_arg_not_null(fcinfo, 0, "table");
+	dlock_arg_not_null(fcinfo, 1, "key");
+	dlock_arg_not_null(fcinfo, 2, "ticket");
+	PG_RETURN_BOOL(!dlock_claim_row_held_in_group(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
+												  get_fn_expr_argtype(fcinfo->flinfo, 1),
+												  PG_GETARG_INT64(2),
+												  PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3)));
 }
 
 /*

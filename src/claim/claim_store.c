@@ -308,13 +308,14 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 /*
  * Insert a first claim (attempts 1) on each of keys[0..n-1] of table
  * relid for holder and role; fulls[i] is the key text of keys[i] (another
- * text when keys[i] is its digest, kept in long_key).  Later statements of
+ * text when keys[i] is its digest, kept in long_key), grps[i] its group
+ * (grps NULL: none).  Later statements of
  * the transaction see the rows (CommandCounterIncrement).
  */
 static void
-insert_claims(Oid relid, text **keys, text **fulls, int n, text *holder,
-			  Oid role, int64 token, int64 ttl_us, TimestampTz now,
-			  TimestampTz expires)
+insert_claims(Oid relid, text **keys, text **fulls, text **grps, int n,
+			  text *holder, Oid role, int64 token, int64 ttl_us,
+			  TimestampTz now, TimestampTz expires)
 {
 	DlockStore	s;
 	Relation	rel;
@@ -360,7 +361,8 @@ insert_claims(Oid relid, text **keys, text **fulls, int n, text *holder,
 		if (slot->tts_tupleDescriptor->natts >= Anum_grp)
 		{
 			isnull[Anum_retry_at - 1] = true;
-			isnull[Anum_grp - 1] = true;
+			v[Anum_grp - 1] = grps ? PointerGetDatum(grps[i]) : (Datum) 0;
+			isnull[Anum_grp - 1] = grps == NULL;
 		}
 		ExecStoreVirtualTuple(slot);
 		slots[i] = slot;
@@ -520,6 +522,7 @@ write_swept(const DlockClaimWrite *w, text **keys, text **fulls, int *again,
 	text	  **left = palloc(sizeof(text *) * nagain);
 	int		   *at = palloc(sizeof(int) * nagain);
 	text	  **swept_full = palloc(sizeof(text *) * nagain);
+	text	  **swept_grp = palloc(sizeof(text *) * nagain);
 	bool	   *found = palloc(sizeof(bool) * nagain);
 	bool	   *live = palloc(sizeof(bool) * nagain);
 	int		   *left_attempts = palloc(sizeof(int) * nagain);
@@ -544,12 +547,49 @@ write_swept(const DlockClaimWrite *w, text **keys, text **fulls, int *again,
 			continue;
 		attempts[at[j]] = 1;
 		swept_full[nswept] = fulls[at[j]];
+		swept_grp[nswept] = w->grps ? w->grps[at[j]] : NULL;
 		left[nswept++] = left[j];
 	}
 	if (nswept > 0)
-		insert_claims(w->relid, left, swept_full, nswept, w->holder, w->role,
-					  w->token, w->ttl_us, w->now, w->now + w->ttl_us);
+		insert_claims(w->relid, left, swept_full, w->grps ? swept_grp : NULL,
+					  nswept, w->holder, w->role, w->token, w->ttl_us, w->now,
+					  w->now + w->ttl_us);
 	return nswept;
+}
+
+/*
+ * The claims again that reclaim_claims wrote (attempts > 1; the claim
+ * keys at positions again[0..nagain-1]) are in their row's group now:
+ * grp is written for them (a second version of the rows, in the same
+ * transaction; first claims write it as they insert).
+ */
+static void
+set_groups(const DlockClaimWrite *w, text **keys, int *again, int nagain,
+		   const int *attempts)
+{
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim c SET grp = g.grp"
+		"  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3))"
+		"       AS g(key, grp)"
+		" WHERE c.relid" EQ "$1 AND c.key" EQ "g.key",
+		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTARRAYOID}
+	};
+	text	  **k = palloc(sizeof(text *) * nagain);
+	text	  **g = palloc(sizeof(text *) * nagain);
+	Datum		values[3];
+	int			m = 0;
+
+	for (int j = 0; j < nagain; j++)
+	{
+		if (attempts[again[j]] <= 1)
+			continue;			/* not written, or written anew as a first claim */
+		k[m] = keys[again[j]];
+		g[m++] = w->grps[again[j]];
+	}
+	if (m == 0)
+		return;
+	values[2] = dlock_text_array(g, m);
+	(void) dlock_claim_store_run_on_keys(&q, w->relid, k, m, values);
 }
 
 /*
@@ -570,6 +610,7 @@ dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
 	text	  **poison = palloc(sizeof(text *) * Max(n, 1));
 	text	  **fresh = palloc(sizeof(text *) * Max(n, 1));
 	text	  **fresh_full = palloc(sizeof(text *) * Max(n, 1));
+	text	  **fresh_grp = palloc(sizeof(text *) * Max(n, 1));
 	text	  **again_keys = palloc(sizeof(text *) * Max(n, 1));
 	int		   *again = palloc(sizeof(int) * Max(n, 1));
 	int			npoison = 0,
@@ -586,6 +627,7 @@ dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
 		{
 			attempts[i] = 1;
 			fresh_full[nfresh] = fulls[i];
+			fresh_grp[nfresh] = w->grps ? w->grps[i] : NULL;
 			fresh[nfresh++] = keys[i];
 		}
 		else if (action[i] == DLOCK_CLAIM_AGAIN)
@@ -597,8 +639,9 @@ dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
 	if (npoison > 0)
 		poison_claims(w->relid, poison, npoison, w->now);
 	/* no claim row yet: every one of them is written */
-	insert_claims(w->relid, fresh, fresh_full, nfresh, w->holder, w->role,
-				  w->token, w->ttl_us, w->now, w->now + w->ttl_us);
+	insert_claims(w->relid, fresh, fresh_full, w->grps ? fresh_grp : NULL,
+				  nfresh, w->holder, w->role, w->token, w->ttl_us, w->now,
+				  w->now + w->ttl_us);
 	written = nfresh;
 	if (nagain > 0)
 	{
@@ -611,6 +654,8 @@ dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
 								  attempts);
 		if (ngot < nagain)
 			written += write_swept(w, keys, fulls, again, nagain, attempts);
+		if (w->grps && ngot > 0)
+			set_groups(w, keys, again, nagain, attempts);
 	}
 	return written;
 }

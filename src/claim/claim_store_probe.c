@@ -17,8 +17,11 @@
 #include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/transam.h"
+#include "catalog/namespace.h"
+#include "miscadmin.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -113,4 +116,77 @@ dlock_claim_probe_end(DlockClaimProbe *p)
 	index_endscan(p->scan);
 	dlock_store_close(&p->s);
 	pfree(p);
+}
+
+/*
+ * How many claim rows of table relid in group grp (dlock_claim_group_id)
+ * occupy it at now: poisoned_at IS NULL AND coalesce(retry_at, expires_at)
+ * > now (a live claim, or a row waiting out its backoff), read through the
+ * claim_group index.  dirty: with a dirty snapshot (claims other
+ * transactions are writing count too: the scan's estimate), else at the
+ * latest committed state and this transaction's own writes (the count the
+ * batch decides by, under the group's lock).  A dirty snapshot shows a row
+ * being updated twice: each key is counted once.
+ */
+int
+dlock_claim_store_group_count(Oid relid, text *grp, bool dirty,
+							  TimestampTz now)
+{
+	DlockStore	s;
+	Oid			nsp = get_namespace_oid(DLOCK_SCHEMA, false);
+	Oid			idxid = get_relname_relid("claim_group", nsp);
+	Relation	idx;
+	SnapshotData dirtysnap;
+	Snapshot	snap;
+	IndexScanDesc scan;
+	ScanKeyData skeys[2];
+	text	  **keys = NULL;
+	int			n = 0,
+				max = 0;
+
+	if (!OidIsValid(idxid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index %s.claim_group of extension dlock does not exist",
+						DLOCK_SCHEMA),
+				 errhint("Run ALTER EXTENSION dlock UPDATE.")));
+	dlock_claim_store_open(&s);
+	idx = index_open(idxid, AccessShareLock);
+	InitDirtySnapshot(dirtysnap);
+	snap = dirty ? &dirtysnap : RegisterSnapshot(GetLatestSnapshot());
+	scan = dlock_index_beginscan(s.rel, idx, snap, 2);
+	ScanKeyEntryInitialize(&skeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_OIDEQ, ObjectIdGetDatum(relid));
+	ScanKeyEntryInitialize(&skeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   idx->rd_indcollation[1], F_TEXTEQ,
+						   PointerGetDatum(grp));
+	index_rescan(scan, skeys, 2, NULL, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, s.slot))
+	{
+		TupleTableSlot *slot = s.slot;
+		TimestampTz until;
+
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		if (!slot->tts_isnull[Anum_poisoned_at - 1])
+			continue;
+		until = DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]);
+		if (!slot->tts_isnull[Anum_retry_at - 1])
+			until = DatumGetTimestampTz(slot->tts_values[Anum_retry_at - 1]);
+		if (until <= now)
+			continue;
+		if (n == max)
+		{
+			max = Max(8, max * 2);
+			keys = keys ? repalloc(keys, sizeof(text *) * max) :
+				palloc(sizeof(text *) * max);
+		}
+		keys[n++] = DatumGetTextPCopy(slot->tts_values[Anum_key - 1]);
+	}
+	index_endscan(scan);
+	if (!dirty)
+		UnregisterSnapshot(snap);
+	index_close(idx, AccessShareLock);
+	dlock_store_close(&s);
+	return n > 1 ? dlock_sort_unique_keys(keys, n) : n;
 }

@@ -21,7 +21,9 @@
  *	   drops its row), decides under key locks taken without waiting, and
  *	   writes the claims; the claimed rows go to the caller;
  *	3. if some candidates were dropped, runs the query again for the rest,
- *	   leaving out the rows it has already tried.
+ *	   leaving out the rows it has already tried; with fair (claim_group.c),
+ *	   also when a round's cap per group turned rows away, with the cap
+ *	   raised.
  * A claimer never waits for another claimer, so claimers cannot deadlock
  * with each other; it never waits for a transaction completing claimed
  * work either (SKIP LOCKED, conditional key locks).
@@ -87,6 +89,12 @@ fetch_candidates(const ClaimRequest *req, Datum *tried, int ntried, int need,
 		pks[i] = SPI_getbinval(tab->vals[i], tab->tupdesc, 2, &isnull);
 		c[i].full = dlock_claim_key_text(t, pks[i], t->pk_type);
 		c[i].key = dlock_claim_key_id(c[i].full);
+		if (req->group_by)
+		{
+			Datum		g = SPI_getbinval(tab->vals[i], tab->tupdesc, 3, &isnull);
+
+			c[i].grp = dlock_claim_group_id(isnull ? NULL : DatumGetTextPP(g));
+		}
 	}
 	dlock_claim_io_end(io);
 	*cp_out = c;
@@ -99,9 +107,11 @@ fetch_candidates(const ClaimRequest *req, Datum *tried, int ntried, int need,
  * the caller's order_by.
  */
 void
-dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
+dlock_claim_rows(const ClaimRequest *call, Tuplestorestate *out,
 				 TupleDesc outdesc)
 {
+	ClaimRequest r = *call;
+	const ClaimRequest *req = &r;
 	DlockSpi	spi;
 	Datum	   *tried = palloc(sizeof(Datum) * req->n);
 	int			ntried = 0;
@@ -110,6 +120,7 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 	int64		redelivered = 0;
 	int64		token = 0;
 
+	r.groups = dlock_claim_groups_begin(&r);
 	dlock_spi_begin(&spi);
 	/* from here on, everything that runs the table's types runs as the caller */
 	dlock_spi_as_caller(&spi);
@@ -126,7 +137,12 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		/* candidate rows, read and locked as the caller */
 		ncand = fetch_candidates(req, tried, ntried, need, &c, &pks);
 		if (ncand == 0)
+		{
+			/* fair: groups turned away at this round's cap have more */
+			if (dlock_claim_groups_next_round(r.groups, need))
+				continue;
 			break;
+		}
 		if (ntried + ncand > (uint64) maxtried)
 		{
 			maxtried = ntried + ncand + req->n;
@@ -141,9 +157,12 @@ dlock_claim_rows(const ClaimRequest *req, Tuplestorestate *out,
 		claimed += dlock_claim_batch(req, c, (int) ncand, spi.caller, &token,
 									 &redelivered, out);
 		dlock_spi_as_caller(&spi);
+		if (r.groups)
+			dlock_claim_groups_taken(r.groups, c, (int) ncand);
 
-		/* fewer rows than asked for: there are no more */
-		if (ncand < (uint64) need)
+		/* fewer rows than asked for: there are no more (in this round) */
+		if (ncand < (uint64) need &&
+			!dlock_claim_groups_next_round(r.groups, req->n - claimed))
 			break;
 	}
 	dlock_spi_as_owner(&spi);

@@ -77,22 +77,14 @@ dlock_claim_ticket(void)
 }
 
 /*
- * Whether a live or poisoned claim holds the row of table relid whose
- * primary key is value (of type type), asked by dlock_claim's own query with
- * its ticket (dlock_claim_unheld(tbl, key, ticket)): the check its scan runs
- * on every row it reaches, through the claim's open probe.  Runs no SQL.  A
- * ticket that is not this backend's claim ticket, or a table no claim of
+ * The running claim scan of table relid, key type type, that ticket names;
+ * a ticket that is not this backend's claim ticket, or a table no claim of
  * this backend is scanning, is an error: only the claim query can pass it.
  */
-bool
-dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
+static ClaimScan *
+scan_of_ticket(Oid relid, Oid type, int64 ticket)
 {
-	const ClaimTarget *t;
 	ClaimScan  *a = NULL;
-	TimestampTz settled_until;
-	text	   *key;
-	int			io;
-	bool		held;
 
 	if (ticket == dlock_claim_ticket())
 		for (a = active_claims; a != NULL; a = a->next)
@@ -103,7 +95,19 @@ dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("dlock_claim_unheld with a ticket is only for dlock_claim's own query"),
 				 errhint("Call dlock_claim_unheld(tbl, key) without a ticket.")));
-	t = a->target;
+	return a;
+}
+
+/* whether a live or poisoned claim holds the row value of scan a */
+static bool
+scan_row_held(ClaimScan *a, Datum value, Oid type)
+{
+	const ClaimTarget *t = a->target;
+	TimestampTz settled_until;
+	text	   *key;
+	int			io;
+	bool		held;
+
 	if (a->leading && dlock_claim_hint_covers(&a->hint, value, &settled_until))
 	{
 		note_checked(a, true, settled_until, value);
@@ -120,6 +124,49 @@ dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
 	held = dlock_claim_probe_held(a->probe, key, &settled_until);
 	note_checked(a, held, settled_until, value);
 	return held;
+}
+
+/*
+ * Whether a live or poisoned claim holds the row of table relid whose
+ * primary key is value (of type type), asked by dlock_claim's own query with
+ * its ticket (dlock_claim_unheld(tbl, key, ticket)): the check its scan runs
+ * on every row it reaches, through the claim's open probe.  Runs no SQL.
+ */
+bool
+dlock_claim_row_held_in_claim(Oid relid, Datum value, Oid type, int64 ticket)
+{
+	return scan_row_held(scan_of_ticket(relid, type, ticket), value, type);
+}
+
+/*
+ * The same for a claim with group_by (dlock_claim_unheld(tbl, key, ticket,
+ * grp)), grp the text of the row's group_by value (NULL: a NULL value): a
+ * row of a group that is full, or that has had its share of this round
+ * (fair), counts as held, without a probe (claim_group.c).  Runs no SQL
+ * but the first time a scan meets a group: one scan of dlock.claim's
+ * claim_group index.
+ */
+bool
+dlock_claim_row_held_in_group(Oid relid, Datum value, Oid type, int64 ticket,
+							  text *grp)
+{
+	ClaimScan  *a = scan_of_ticket(relid, type, ticket);
+	void	   *entry;
+
+	if (a->groups == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dlock_claim_unheld with a group is only for dlock_claim's own query with group_by")));
+	if (!dlock_claim_group_admits(a->groups, dlock_claim_group_id(grp), &entry))
+	{
+		/* not a held stretch the step hints could skip */
+		note_checked(a, false, 0, value);
+		return true;
+	}
+	if (scan_row_held(a, value, type))
+		return true;
+	dlock_claim_group_passed(entry);
+	return false;
 }
 
 /*
@@ -174,6 +221,7 @@ dlock_claim_scan_begin(ClaimScan *s, const ClaimTarget *t, ClaimHint *kept,
 	s->nlead = 0;
 	s->lead_until = bounded ? s->hint.until : DT_NOEND;
 	s->lead_last = (Datum) 0;
+	s->groups = NULL;
 	s->next = active_claims;
 	active_claims = s;
 	return bounded;
