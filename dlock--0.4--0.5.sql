@@ -88,6 +88,12 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_unclaim(regclass, text, anyarray, interval) IS
 'give back the holder''s live claims on the rows of tbl with these primary keys as failed: not claimable again before now + retry_after (NULL: the backoff the claim asked for); returns how many';
 
+-- a row in its backoff is held for claimers
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
+'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim, no backoff and no poison mark is on the row';
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
+'true when the caller can see the row of tbl with this primary key and no live claim, no backoff and no poison mark is on it';
+
 -- dlock_claims shows when a row is claimable again (retry_at), and the rows
 -- in their backoff: a new column, so the view and its function are made anew
 DROP VIEW dlock_claims;

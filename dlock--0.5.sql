@@ -286,7 +286,7 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_claim_unheld_ticket_sql'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10;
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
-'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim and no poison mark is on the row';
+'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim, no backoff and no poison mark is on the row';
 
 -- The same check for callers: true only for a row the caller can see
 -- (it reads the row as the caller: row-level security and column
@@ -297,7 +297,7 @@ AS 'MODULE_PATHNAME', 'dlock_claim_unheld_sql'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
-'true when the caller can see the row of tbl with this primary key and no live claim and no poison mark is on it';
+'true when the caller can see the row of tbl with this primary key and no live claim, no backoff and no poison mark is on it';
 
 -- The fence, completion, give-back, heartbeat and reset of claims
 -- (claim_sql.c, claim_manage.c).  dlock_claimed runs no SQL

@@ -174,13 +174,6 @@ write_holder_claims(DlockQuery *q, Oid relid, text **keys, int n,
 	return (int64) dlock_claim_store_run_on_keys(q, relid, keys, n, values);
 }
 
-/* the holder's live claims among keys $2 of table $1 */
-#define HOLDER_LIVE \
-	" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)" \
-	"   AND holder" EQ "$3 AND owner" EQ "$4" \
-	"   AND expires_at OPERATOR(pg_catalog.>)" \
-	" pg_catalog.clock_timestamp()"
-
 /*
  * Give back the holder's live claims on these keys: the claim rows stay,
  * free, with their attempt counts (a row given back after a failed attempt
@@ -194,7 +187,10 @@ dlock_claim_store_give_back(Oid relid, text **keys, int n, text *holder, Oid rol
 	"UPDATE " DLOCK_SCHEMA ".claim" \
 	"   SET holder = NULL, owner = NULL," retry \
 	"       expires_at = pg_catalog.clock_timestamp()" \
-	HOLDER_LIVE
+	" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)" \
+	"   AND holder" EQ "$3 AND owner" EQ "$4" \
+	"   AND expires_at OPERATOR(pg_catalog.>)" \
+	" pg_catalog.clock_timestamp()"
 	static DlockQuery q = {
 		GIVE_BACK(" retry_at = NULL,"),
 		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID}
@@ -270,7 +266,10 @@ dlock_claim_store_renew(Oid relid, text **keys, int n, text *holder, Oid role,
 		"UPDATE " DLOCK_SCHEMA ".claim"
 		"   SET ttl_us = " NEW_TTL ","
 		"       expires_at = " NEW_EXPIRY("pg_catalog.clock_timestamp()")
-		HOLDER_LIVE,
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND holder" EQ "$3 AND owner" EQ "$4"
+		"   AND expires_at OPERATOR(pg_catalog.>)"
+		" pg_catalog.clock_timestamp()",
 		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID}
 	};
 	/* now is $6, read once, so that the delay is kept exactly */
