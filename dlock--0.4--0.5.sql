@@ -97,6 +97,32 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_unclaim(regclass, text, anyarray, interval) IS
 'give back the holder''s live claims on the rows of tbl with these primary keys as failed: not claimable again before now + retry_after (NULL: the backoff the claim asked for); returns how many';
 
+-- a row in its backoff is held for claimers
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
+'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim, no backoff and no poison mark is on the row';
+COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
+'true when the caller can see the row of tbl with this primary key and no live claim, no backoff and no poison mark is on it';
+
+-- dlock_claims shows when a row is claimable again (retry_at), and the rows
+-- in their backoff: a new column, so the view and its function are made anew
+DROP VIEW dlock_claims;
+DROP FUNCTION dlock_claims();
+CREATE FUNCTION dlock_claims(OUT table_name pg_catalog.regclass, OUT key text,
+                             OUT holder text, OUT owner pg_catalog.regrole,
+                             OUT token bigint, OUT claimed_at timestamptz,
+                             OUT expires_at timestamptz, OUT attempts integer,
+                             OUT retry_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_claims_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_claims() IS
+'unexpired claims, and lapsed ones in their backoff, at the latest committed state that the caller may see (the rows of the dlock_claims view)';
+
+CREATE VIEW dlock_claims AS SELECT * FROM dlock_claims();
+GRANT SELECT ON dlock_claims TO PUBLIC;
+COMMENT ON VIEW dlock_claims IS 'one row per unexpired claim, and per lapsed claim whose row is in its backoff (holder NULL once given back as failed), with retry_at, when the row is claimable again (of roles whose privileges you have, on tables you can read, on rows you can see)';
+
 CREATE FUNCTION dlock_claim_wakeup_trigger()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'dlock_claim_wakeup_trigger'

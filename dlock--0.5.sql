@@ -286,7 +286,7 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_claim_unheld_ticket_sql'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10;
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement, bigint) IS
-'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim and no poison mark is on the row';
+'the per-row check of dlock_claim''s query, with its ticket (any other ticket is an error): true when no live claim, no backoff and no poison mark is on the row';
 
 -- The per-row check of a claim with group_by: the row's group as text too
 -- (claim_group.c).  Runs no SQL (src/no_search_path.h).
@@ -306,7 +306,7 @@ AS 'MODULE_PATHNAME', 'dlock_claim_unheld_sql'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED COST 10
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claim_unheld(pg_catalog.regclass, anyelement) IS
-'true when the caller can see the row of tbl with this primary key and no live claim and no poison mark is on it';
+'true when the caller can see the row of tbl with this primary key and no live claim, no backoff and no poison mark is on it';
 
 -- The fence, completion, give-back, heartbeat and reset of claims
 -- (claim_sql.c, claim_manage.c).  dlock_claimed runs no SQL
@@ -467,17 +467,18 @@ COMMENT ON VIEW dlock_locks IS 'one row per unexpired lease';
 CREATE FUNCTION dlock_claims(OUT table_name pg_catalog.regclass, OUT key text,
                              OUT holder text, OUT owner pg_catalog.regrole,
                              OUT token bigint, OUT claimed_at timestamptz,
-                             OUT expires_at timestamptz, OUT attempts integer)
+                             OUT expires_at timestamptz, OUT attempts integer,
+                             OUT retry_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_claims_sql'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claims() IS
-'unexpired claims at the latest committed state that the caller may see (the rows of the dlock_claims view)';
+'unexpired claims, and lapsed ones in their backoff, at the latest committed state that the caller may see (the rows of the dlock_claims view)';
 
 CREATE VIEW dlock_claims AS SELECT * FROM dlock_claims();
 GRANT SELECT ON dlock_claims TO PUBLIC;
-COMMENT ON VIEW dlock_claims IS 'one row per unexpired claim (of roles whose privileges you have, on tables you can read, on rows you can see)';
+COMMENT ON VIEW dlock_claims IS 'one row per unexpired claim, and per lapsed claim whose row is in its backoff (holder NULL once given back as failed), with retry_at, when the row is claimable again (of roles whose privileges you have, on tables you can read, on rows you can see)';
 
 CREATE FUNCTION dlock_dead_claims(OUT table_name pg_catalog.regclass, OUT key text,
                                   OUT attempts integer, OUT last_holder text,

@@ -165,7 +165,7 @@ struct _SPI_plan;
  * many as come before the first InvalidOid), the SPI result it answers
  * with, and its plan, prepared on first use in this backend and kept.
  */
-#define DLOCK_QUERY_MAX_ARGS	8
+#define DLOCK_QUERY_MAX_ARGS	12
 
 typedef struct DlockQuery
 {

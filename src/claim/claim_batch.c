@@ -111,6 +111,8 @@ decide_and_write(const ClaimRequest *req, ClaimCandidate *c, int *order,
 	int			nlocked = 0;
 	int			claimed;
 
+	w.backoff_us = req->backoff_us;
+	w.backoff_max_us = req->backoff_max_us;
 	/* in key order, for the index's sake */
 	for (int k = 0; k < n; k++)
 	{

@@ -91,9 +91,12 @@ typedef struct DlockClaimWrite
 	TimestampTz now;			/* claimed_at; they expire at now + ttl_us */
 	text	  **grps;			/* each key's group (dlock_claim_group_id),
 								 * or NULL: no group_by */
+	int64		backoff_us;		/* the request's backoff (0: none) */
+	int64		backoff_max_us; /* its cap, doubling per attempt (0: fixed) */
 } DlockClaimWrite;
 
 extern void dlock_claim_store_open(DlockStore *s);
+extern TimestampTz dlock_claim_slot_free_at(TupleTableSlot *slot);
 extern bool dlock_claim_store_has_long_key(void);
 extern bool dlock_claim_store_has_05(void);
 extern uint64 dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid,
@@ -125,6 +128,9 @@ extern int	dlock_claim_store_holder_all_page(text *holder, Oid role,
 											  Oid **relids);
 extern int64 dlock_claim_store_give_back(Oid relid, text **keys, int n,
 										 text *holder, Oid role);
+extern int64 dlock_claim_store_give_back_failed(Oid relid, text **keys, int n,
+												text *holder, Oid role,
+												int64 retry_us);
 extern int64 dlock_claim_store_renew(Oid relid, text **keys, int n,
 									 text *holder, Oid role, int64 ttl_us);
 extern int64 dlock_claim_store_delete(Oid relid, text **keys, int n);
@@ -203,6 +209,9 @@ extern DlockKeyLock dlock_claim_keylock(Oid relid, text *key);
 extern bool dlock_claim_check(const ClaimTarget *t, text *key, text *holder);
 extern int64 dlock_claim_unclaim(const ClaimTarget *t, text *holder,
 								 text **keys, int nkeys);
+extern int64 dlock_claim_unclaim_failed(const ClaimTarget *t, text *holder,
+										text **keys, int nkeys,
+										int64 retry_us);
 extern int	dlock_claim_complete(const ClaimTarget *t, text *holder,
 								 text **keys, int nkeys, bool *done);
 extern int64 dlock_claim_renew(const ClaimTarget *t, text *holder,

@@ -129,6 +129,7 @@ typedef struct HolderArg
 	text	   *holder;
 	Oid			role;
 	int64		ttl_us;
+	int64		retry_us;		/* a give-back as failed: its retry_after */
 } HolderArg;
 
 /*
@@ -142,6 +143,7 @@ holder_spi_begin(DlockSpi *spi, HolderArg *arg, text *holder, int64 ttl_us)
 	arg->holder = holder;
 	arg->role = spi->caller;
 	arg->ttl_us = ttl_us;
+	arg->retry_us = -1;
 }
 
 /*
@@ -243,12 +245,23 @@ give_back_holder_claims(Oid relid, text **keys, int n, void *arg)
 	return dlock_claim_store_give_back(relid, keys, n, h->holder, h->role);
 }
 
+/* give back the holder's live claims on these keys (locked) as failed */
+static int64
+give_back_failed_holder_claims(Oid relid, text **keys, int n, void *arg)
+{
+	HolderArg  *h = (HolderArg *) arg;
+
+	return dlock_claim_store_give_back_failed(relid, keys, n, h->holder,
+											  h->role, h->retry_us);
+}
+
 /*
- * Give back the holder's live claims on a table: all of them (keys NULL)
- * or those rows.  The claim rows stay, with their attempt counts.
+ * Give back the holder's live claims on a table with writer: all of them
+ * (keys NULL) or those rows.
  */
-int64
-dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
+static int64
+unclaim_with(const ClaimTarget *t, text *holder, text **keys, int nkeys,
+			 int64 retry_us, ChunkWriter writer)
 {
 	DlockSpi	spi;
 	int64		n;
@@ -256,16 +269,40 @@ dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
 
 	dlock_claim_returns_bump();
 	holder_spi_begin(&spi, &arg, holder, -1);
+	arg.retry_us = retry_us;
 	/* only its own live claims' keys: a caller cannot lock others' rows */
 	if (keys == NULL)
-		n = write_holder_pages(t->claim_relid, &arg, ExclusiveLock,
-							   give_back_holder_claims);
+		n = write_holder_pages(t->claim_relid, &arg, ExclusiveLock, writer);
 	else
 		n = write_given_keys(t->claim_relid, keys,
 							 dlock_sort_unique_keys(keys, nkeys), ExclusiveLock,
-							 pick_holder_keys, give_back_holder_claims, &arg);
+							 pick_holder_keys, writer, &arg);
 	dlock_spi_end(&spi);
 	return n;
+}
+
+/*
+ * Give back the holder's live claims on a table: all of them (keys NULL)
+ * or those rows.  The claim rows stay, with their attempt counts, and are
+ * claimable at once.
+ */
+int64
+dlock_claim_unclaim(const ClaimTarget *t, text *holder, text **keys, int nkeys)
+{
+	return unclaim_with(t, holder, keys, nkeys, -1, give_back_holder_claims);
+}
+
+/*
+ * Give back the holder's live claims on these rows of a table as failed:
+ * the claim rows stay, with their attempt counts, and are not claimable
+ * before now + retry_us (retry_us < 0: each claim's own backoff).
+ */
+int64
+dlock_claim_unclaim_failed(const ClaimTarget *t, text *holder, text **keys,
+						   int nkeys, int64 retry_us)
+{
+	return unclaim_with(t, holder, keys, nkeys, retry_us,
+						give_back_failed_holder_claims);
 }
 
 /*

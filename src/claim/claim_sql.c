@@ -175,8 +175,6 @@ arg_claim_05(FunctionCallInfo fcinfo, ClaimRequest *req)
 	/* SKELETON (issue 38): each part removes its line as it lands */
 	if (req->wait_us > 0)
 		elog(ERROR, "dlock_claim: wait is not built yet");
-	if (req->backoff_us > 0)
-		elog(ERROR, "dlock_claim: backoff is not built yet");
 }
 
 /*
@@ -392,14 +390,25 @@ dlock_unclaim_sql(PG_FUNCTION_ARGS)
  * dlock_unclaim(tbl regclass, holder text, keys anyarray,
  *				 retry_after interval) RETURNS bigint
  *
- * SKELETON (issue 38): the retry part builds it.
+ * Gives back the holder's live claims on the rows of tbl with those
+ * primary keys as failed: free at once, but not claimable again before
+ * now + retry_after (NULL: each claim's own backoff, none if it asked for
+ * none); returns how many.  NULL tbl, holder or keys, and a negative
+ * retry_after, are errors.
  */
 PG_FUNCTION_INFO_V1(dlock_unclaim_retry_sql);
 Datum
 dlock_unclaim_retry_sql(PG_FUNCTION_ARGS)
 {
-	elog(ERROR, "dlock_unclaim: retry_after is not built yet");
-	PG_RETURN_NULL();
+	const ClaimTarget *t = arg_table(fcinfo, 0, "dlock_unclaim()");
+	text	   *holder = dlock_arg_holder(fcinfo, 1);
+	int			nkeys = 0;
+	text	  **keys = arg_keys(fcinfo, 2, t, &nkeys, NULL, NULL);
+	int64		retry_us = dlock_arg_delay(fcinfo, 3, "retry_after");
+
+	dlock_arg_writes_allowed("dlock_unclaim()");
+	PG_RETURN_INT64(dlock_claim_unclaim_failed(t, holder, keys, nkeys,
+											   retry_us));
 }
 
 /*

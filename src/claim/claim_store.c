@@ -170,6 +170,33 @@ fetched_live(DlockStore *s)
 		GetCurrentTimestamp();
 }
 
+/*
+ * When the row of a fetched claim row (all its columns read) may be claimed
+ * again, poison marks aside: the later of its claim's expiry (none for a
+ * claim given back) and its retry_at (dlock 0.5: the end of a backoff),
+ * which claimers must wait for.  Holders go by expires_at alone
+ * (fetched_live).
+ */
+TimestampTz
+dlock_claim_slot_free_at(TupleTableSlot *slot)
+{
+	TimestampTz at = DT_NOBEGIN;
+
+	if (!slot->tts_isnull[Anum_holder - 1])
+		at = DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]);
+	if (slot->tts_tupleDescriptor->natts >= Anum_retry_at &&
+		!slot->tts_isnull[Anum_retry_at - 1])
+		at = Max(at, DatumGetTimestampTz(slot->tts_values[Anum_retry_at - 1]));
+	return at;
+}
+
+/* the fetched claim keeps claimers away: live, or in its backoff */
+static bool
+fetched_busy(DlockStore *s)
+{
+	return dlock_claim_slot_free_at(s->slot) > GetCurrentTimestamp();
+}
+
 /* the fetched claim is holder's and role's, and unexpired */
 static bool
 fetched_held(DlockStore *s, text *holder, Oid role)
@@ -222,7 +249,8 @@ dlock_claim_store_held_keys(Oid relid, text **keys, int n, text *holder,
 /*
  * Read the claims on keys[0..n-1] (locked by the caller) at the latest
  * committed state: found[i] says whether keys[i] has a claim row, and if
- * so live[i] whether it is held unexpired, attempts[i] how often it was
+ * so live[i] whether it keeps claimers away (held unexpired, or in its
+ * backoff: dlock_claim_slot_free_at), attempts[i] how often it was
  * claimed, poisoned[i] whether it is poisoned.
  */
 void
@@ -241,7 +269,7 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 		found[i] = fetch_claim(&s, relid, keys[i]);
 		if (!found[i])
 			continue;
-		live[i] = fetched_live(&s);
+		live[i] = fetched_busy(&s);
 		attempts[i] = DatumGetInt32(slot->tts_values[Anum_attempts - 1]);
 		poisoned[i] = !slot->tts_isnull[Anum_poisoned_at - 1];
 	}
@@ -306,17 +334,17 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 }
 
 /*
- * Insert a first claim (attempts 1) on each of keys[0..n-1] of table
- * relid for holder and role; fulls[i] is the key text of keys[i] (another
- * text when keys[i] is its digest, kept in long_key), grps[i] its group
- * (grps NULL: none).  Later statements of
- * the transaction see the rows (CommandCounterIncrement).
+ * Insert a first claim (attempts 1) of w on each of keys[0..n-1]; fulls[i]
+ * is the key text of keys[i] (another text when keys[i] is its digest,
+ * kept in long_key), grps[i] its group (grps NULL: none).  With a backoff, the row is claimable again at the
+ * expiry plus the first attempt's delay, the backoff itself.  Later
+ * statements of the transaction see the rows (CommandCounterIncrement).
  */
 static void
-insert_claims(Oid relid, text **keys, text **fulls, text **grps, int n,
-			  text *holder, Oid role, int64 token, int64 ttl_us,
-			  TimestampTz now, TimestampTz expires)
+insert_claims(const DlockClaimWrite *w, text **keys, text **fulls,
+			  text **grps, int n)
 {
+	TimestampTz expires = w->now + w->ttl_us;
 	DlockStore	s;
 	Relation	rel;
 	EState	   *estate;
@@ -342,13 +370,13 @@ insert_claims(Oid relid, text **keys, text **fulls, text **grps, int n,
 		CHECK_FOR_INTERRUPTS();
 		ExecClearTuple(slot);
 		memset(isnull, 0, sizeof(bool) * slot->tts_tupleDescriptor->natts);
-		v[Anum_relid - 1] = ObjectIdGetDatum(relid);
+		v[Anum_relid - 1] = ObjectIdGetDatum(w->relid);
 		v[Anum_key - 1] = PointerGetDatum(keys[i]);
-		v[Anum_holder - 1] = PointerGetDatum(holder);
-		v[Anum_owner - 1] = ObjectIdGetDatum(role);
-		v[Anum_token - 1] = Int64GetDatum(token);
-		v[Anum_ttl_us - 1] = Int64GetDatum(ttl_us);
-		v[Anum_claimed_at - 1] = TimestampTzGetDatum(now);
+		v[Anum_holder - 1] = PointerGetDatum(w->holder);
+		v[Anum_owner - 1] = ObjectIdGetDatum(w->role);
+		v[Anum_token - 1] = Int64GetDatum(w->token);
+		v[Anum_ttl_us - 1] = Int64GetDatum(w->ttl_us);
+		v[Anum_claimed_at - 1] = TimestampTzGetDatum(w->now);
 		v[Anum_expires_at - 1] = TimestampTzGetDatum(expires);
 		v[Anum_attempts - 1] = Int32GetDatum(1);
 		v[Anum_poisoned_at - 1] = (Datum) 0;
@@ -360,7 +388,8 @@ insert_claims(Oid relid, text **keys, text **fulls, text **grps, int n,
 		}
 		if (slot->tts_tupleDescriptor->natts >= Anum_grp)
 		{
-			isnull[Anum_retry_at - 1] = true;
+			v[Anum_retry_at - 1] = TimestampTzGetDatum(expires + w->backoff_us);
+			isnull[Anum_retry_at - 1] = w->backoff_us <= 0;
 			v[Anum_grp - 1] = grps ? PointerGetDatum(grps[i]) : (Datum) 0;
 			isnull[Anum_grp - 1] = grps == NULL;
 		}
@@ -410,29 +439,54 @@ poison_claims(Oid relid, text **keys, int n, TimestampTz now)
 
 /*
  * Claim again the rows of these keys that have a claim row: only where the
- * claim is still free or expired at w->now and not poisoned, counting one
- * more attempt.  Returns how many were claimed, with their keys and
- * attempt counts in *got and *attempts.
+ * claim is still free or expired at w->now, past its backoff, and not
+ * poisoned, counting one more attempt.  With a backoff, the row is
+ * claimable again at the new expiry plus attempt k's delay: the backoff,
+ * or with backoff_max the backoff doubled per attempt up to backoff_max
+ * (the exponent is capped so the product stays finite).  Returns how many
+ * were claimed, with their keys and attempt counts in *got and *attempts.
  */
+#define RECLAIM_SET \
+	"UPDATE " DLOCK_SCHEMA ".claim" \
+	"   SET holder = $3, owner = $4, token = $5, ttl_us = $6," \
+	"       claimed_at = $7, expires_at = $8," \
+	"       attempts = attempts OPERATOR(pg_catalog.+) 1"
+#define RECLAIM_WHERE \
+	" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)" \
+	"   AND poisoned_at IS NULL" \
+	"   AND (holder IS NULL" \
+	"        OR expires_at OPERATOR(pg_catalog.<=) $7)"
+#define RECLAIM_RETURNING " RETURNING key, attempts"
 static int
 reclaim_claims(const DlockClaimWrite *w, text **keys, int n, text ***got,
 			   int **attempts)
 {
 	static DlockQuery q = {
-		"UPDATE " DLOCK_SCHEMA ".claim"
-		"   SET holder = $3, owner = $4, token = $5, ttl_us = $6,"
-		"       claimed_at = $7, expires_at = $8,"
-		"       attempts = attempts OPERATOR(pg_catalog.+) 1"
-		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-		"   AND poisoned_at IS NULL"
-		"   AND (holder IS NULL"
-		"        OR expires_at OPERATOR(pg_catalog.<=) $7)"
-		" RETURNING key, attempts",
+		RECLAIM_SET ","
+		"       retry_at = CASE WHEN $9 OPERATOR(pg_catalog.>) 0"
+		"         THEN $8 OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>"
+		"           CASE WHEN $10 OPERATOR(pg_catalog.>) 0"
+		"             THEN LEAST($10::pg_catalog.float8,"
+		"                        $9::pg_catalog.float8 OPERATOR(pg_catalog.*)"
+		"                        pg_catalog.power(2::pg_catalog.float8,"
+		"                                         LEAST(attempts, 60)))"
+		"             ELSE $9::pg_catalog.float8 END"
+		"           OPERATOR(pg_catalog./) 1000000) END"
+		RECLAIM_WHERE
+		"   AND (retry_at IS NULL OR retry_at OPERATOR(pg_catalog.<=) $7)"
+		RECLAIM_RETURNING,
+		SPI_OK_UPDATE_RETURNING,
+		{OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID, INT8OID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID}
+	};
+	/* dlock.claim as 0.4 made it: no backoff */
+	static DlockQuery q_04 = {
+		RECLAIM_SET RECLAIM_WHERE RECLAIM_RETURNING,
 		SPI_OK_UPDATE_RETURNING,
 		{OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID, INT8OID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID}
 	};
-	Datum		values[8];
+	Datum		values[10];
 	int			nrows;
 
 	values[2] = PointerGetDatum(w->holder);
@@ -441,7 +495,11 @@ reclaim_claims(const DlockClaimWrite *w, text **keys, int n, text ***got,
 	values[5] = Int64GetDatum(w->ttl_us);
 	values[6] = TimestampTzGetDatum(w->now);
 	values[7] = TimestampTzGetDatum(w->now + w->ttl_us);
-	nrows = (int) dlock_claim_store_run_on_keys(&q, w->relid, keys, n, values);
+	values[8] = Int64GetDatum(w->backoff_us);
+	values[9] = Int64GetDatum(w->backoff_max_us);
+	nrows = (int) dlock_claim_store_run_on_keys(dlock_claim_store_has_05() ?
+												&q : &q_04,
+												w->relid, keys, n, values);
 	*got = dlock_copy_key_column(nrows);
 	*attempts = palloc(sizeof(int) * Max(nrows, 1));
 	for (int r = 0; r < nrows; r++)
@@ -453,6 +511,9 @@ reclaim_claims(const DlockClaimWrite *w, text **keys, int n, text ***got,
 	}
 	return nrows;
 }
+#undef RECLAIM_SET
+#undef RECLAIM_WHERE
+#undef RECLAIM_RETURNING
 
 /* order of positions of keys (the arg) by key */
 static int
@@ -551,9 +612,7 @@ write_swept(const DlockClaimWrite *w, text **keys, text **fulls, int *again,
 		left[nswept++] = left[j];
 	}
 	if (nswept > 0)
-		insert_claims(w->relid, left, swept_full, w->grps ? swept_grp : NULL,
-					  nswept, w->holder, w->role, w->token, w->ttl_us, w->now,
-					  w->now + w->ttl_us);
+		insert_claims(w, left, swept_full, w->grps ? swept_grp : NULL, nswept);
 	return nswept;
 }
 
@@ -639,9 +698,7 @@ dlock_claim_store_write(const DlockClaimWrite *w, text **keys, text **fulls,
 	if (npoison > 0)
 		poison_claims(w->relid, poison, npoison, w->now);
 	/* no claim row yet: every one of them is written */
-	insert_claims(w->relid, fresh, fresh_full, w->grps ? fresh_grp : NULL,
-				  nfresh, w->holder, w->role, w->token, w->ttl_us, w->now,
-				  w->now + w->ttl_us);
+	insert_claims(w, fresh, fresh_full, w->grps ? fresh_grp : NULL, nfresh);
 	written = nfresh;
 	if (nagain > 0)
 	{

@@ -66,10 +66,11 @@ dlock_claim_probe_begin(Oid relid)
 }
 
 /*
- * A claim row of key (relid, key) is live or poisoned.  If so, and that
- * claim is committed and no open transaction is changing it,
- * *settled_until is when it can next change by itself (its expiry; the
- * end of time for a poison mark), else 0.
+ * A claim row of key (relid, key) is live, in its backoff, or poisoned.
+ * If so, and that claim is committed and no open transaction is changing
+ * it, *settled_until is when it can next change by itself (its expiry or
+ * the end of its backoff: dlock_claim_slot_free_at; the end of time for a
+ * poison mark), else 0.
  */
 bool
 dlock_claim_probe_held(DlockClaimProbe *p, text *key,
@@ -93,17 +94,17 @@ dlock_claim_probe_held(DlockClaimProbe *p, text *key,
 	while (!held && index_getnext_slot(p->scan, ForwardScanDirection, slot))
 	{
 		bool		poisoned;
+		TimestampTz free_at;
 
 		slot_getallattrs(slot);
 		poisoned = !slot->tts_isnull[Anum_poisoned_at - 1];
-		held = poisoned ||
-			(!slot->tts_isnull[Anum_holder - 1] &&
-			 DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]) > p->now);
+		/* a live claim, or a lapsed one in its backoff */
+		free_at = dlock_claim_slot_free_at(slot);
+		held = poisoned || free_at > p->now;
 		/* the dirty snapshot names an open inserter or deleter */
 		if (held && !TransactionIdIsValid(p->dirty.xmin) &&
 			!TransactionIdIsValid(p->dirty.xmax))
-			*settled_until = poisoned ? DT_NOEND :
-				DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]);
+			*settled_until = poisoned ? DT_NOEND : free_at;
 	}
 	ExecClearTuple(slot);
 	MemoryContextSwitchTo(old);

@@ -177,51 +177,126 @@ write_holder_claims(DlockQuery *q, Oid relid, text **keys, int n,
 /*
  * Give back the holder's live claims on these keys: the claim rows stay,
  * free, with their attempt counts (a row given back after a failed attempt
- * still counts towards max_attempts); returns how many.
+ * still counts towards max_attempts), claimable at once (no backoff);
+ * returns how many.
  */
 int64
 dlock_claim_store_give_back(Oid relid, text **keys, int n, text *holder, Oid role)
 {
+#define GIVE_BACK(retry) \
+	"UPDATE " DLOCK_SCHEMA ".claim" \
+	"   SET holder = NULL, owner = NULL," retry \
+	"       expires_at = pg_catalog.clock_timestamp()" \
+	" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)" \
+	"   AND holder" EQ "$3 AND owner" EQ "$4" \
+	"   AND expires_at OPERATOR(pg_catalog.>)" \
+	" pg_catalog.clock_timestamp()"
 	static DlockQuery q = {
-		"UPDATE " DLOCK_SCHEMA ".claim"
-		"   SET holder = NULL, owner = NULL,"
-		"       expires_at = pg_catalog.clock_timestamp()"
-		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
-		"   AND holder" EQ "$3 AND owner" EQ "$4"
-		"   AND expires_at OPERATOR(pg_catalog.>)"
-		" pg_catalog.clock_timestamp()",
+		GIVE_BACK(" retry_at = NULL,"),
 		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID}
 	};
+	static DlockQuery q_04 = {
+		GIVE_BACK(""),
+		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID}
+	};
+#undef GIVE_BACK
 
 	if (n == 0)
 		return 0;
-	return write_holder_claims(&q, relid, keys, n, holder, role, 0);
+	return write_holder_claims(dlock_claim_store_has_05() ? &q : &q_04,
+							   relid, keys, n, holder, role, 0);
+}
+
+/*
+ * Give back the holder's live claims on these keys as failed (dlock 0.5):
+ * free from now, with their attempt counts, but not claimable before now
+ * + retry_us (retry_us < 0: each claim's own backoff, its retry_at -
+ * expires_at, none if it asked for none).  The owner stays, so that its
+ * role sees the row in its backoff (dlock_claims); returns how many.
+ */
+int64
+dlock_claim_store_give_back_failed(Oid relid, text **keys, int n,
+								   text *holder, Oid role, int64 retry_us)
+{
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim"
+		"   SET holder = NULL, expires_at = $6,"
+		"       retry_at = $6 OPERATOR(pg_catalog.+)"
+		"         CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
+		"         THEN COALESCE(retry_at OPERATOR(pg_catalog.-) expires_at,"
+		"                       '0'::pg_catalog.interval)"
+		"         ELSE pg_catalog.make_interval(secs =>"
+		"           $5::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000) END"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND holder" EQ "$3 AND owner" EQ "$4"
+		"   AND expires_at OPERATOR(pg_catalog.>) $6",
+		SPI_OK_UPDATE,
+		{OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID, TIMESTAMPTZOID}
+	};
+	Datum		values[6];
+
+	if (n == 0)
+		return 0;
+	if (!dlock_claim_store_has_05())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("giving claims back as failed needs dlock 0.5"),
+				 errhint("Run ALTER EXTENSION dlock UPDATE.")));
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(role);
+	values[4] = Int64GetDatum(retry_us);
+	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
+	return (int64) dlock_claim_store_run_on_keys(&q, relid, keys, n, values);
 }
 
 /*
  * Extend the holder's live claims on these keys to now + ttl_us (ttl_us <
- * 0: each claim's own ttl); returns how many.
+ * 0: each claim's own ttl), and the end of their backoff by as much (the
+ * delay after the expiry stays); returns how many.
  */
 int64
 dlock_claim_store_renew(Oid relid, text **keys, int n, text *holder, Oid role,
 						int64 ttl_us)
 {
-	static DlockQuery q = {
+#define NEW_TTL "(CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END)"
+#define NEW_EXPIRY(now) \
+	now " OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => " \
+	NEW_TTL "::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
+	static DlockQuery q_04 = {
 		"UPDATE " DLOCK_SCHEMA ".claim"
-		"   SET ttl_us = CASE WHEN $5 OPERATOR(pg_catalog.<) 0"
-		"                THEN ttl_us ELSE $5 END,"
-		"       expires_at = pg_catalog.clock_timestamp()"
-		"         OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>"
-		"         (CASE WHEN $5 OPERATOR(pg_catalog.<) 0 THEN ttl_us ELSE $5 END)"
-		"         ::pg_catalog.float8 OPERATOR(pg_catalog./) 1000000)"
+		"   SET ttl_us = " NEW_TTL ","
+		"       expires_at = " NEW_EXPIRY("pg_catalog.clock_timestamp()")
 		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
 		"   AND holder" EQ "$3 AND owner" EQ "$4"
 		"   AND expires_at OPERATOR(pg_catalog.>)"
 		" pg_catalog.clock_timestamp()",
 		SPI_OK_UPDATE, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID}
 	};
+	/* now is $6, read once, so that the delay is kept exactly */
+	static DlockQuery q = {
+		"UPDATE " DLOCK_SCHEMA ".claim"
+		"   SET ttl_us = " NEW_TTL ","
+		"       retry_at = retry_at OPERATOR(pg_catalog.-) expires_at"
+		"         OPERATOR(pg_catalog.+) " NEW_EXPIRY("$6") ","
+		"       expires_at = " NEW_EXPIRY("$6")
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND holder" EQ "$3 AND owner" EQ "$4"
+		"   AND expires_at OPERATOR(pg_catalog.>) $6",
+		SPI_OK_UPDATE,
+		{OIDOID, TEXTARRAYOID, TEXTOID, OIDOID, INT8OID, TIMESTAMPTZOID}
+	};
+#undef NEW_EXPIRY
+#undef NEW_TTL
+	Datum		values[6];
 
-	return write_holder_claims(&q, relid, keys, n, holder, role, ttl_us);
+	if (!dlock_claim_store_has_05())
+		return write_holder_claims(&q_04, relid, keys, n, holder, role,
+								   ttl_us);
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(role);
+	values[4] = Int64GetDatum(ttl_us);
+	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
+	return (int64) dlock_claim_store_run_on_keys(&q, relid, keys, n, values);
 }
 
 /* the claim rows of keys $2 of table $1 */
@@ -262,46 +337,58 @@ dlock_claim_store_delete(Oid relid, text **keys, int n)
 int64
 dlock_claim_store_delete_idle(TimestampTz before, int limit)
 {
+#define DELETE_IDLE(backoff) \
+	"DELETE FROM " DLOCK_SCHEMA ".claim" \
+	" WHERE ctid" EQ "ANY (ARRAY(" \
+	"WITH RECURSIVE t(relid) AS (" \
+	"  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim" \
+	"  UNION ALL" \
+	"  SELECT (SELECT pg_catalog.min(c.relid)" \
+	"            FROM " DLOCK_SCHEMA ".claim c" \
+	"           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)" \
+	"    FROM t WHERE t.relid IS NOT NULL)" \
+	"SELECT c.ctid FROM t CROSS JOIN LATERAL (" \
+	"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c" \
+	"    WHERE c.relid" EQ "t.relid" \
+	"      AND c.expires_at OPERATOR(pg_catalog.<) $1" \
+	backoff \
+	"      AND c.poisoned_at IS NULL" \
+	"      AND EXISTS (SELECT FROM pg_catalog.pg_class r" \
+	"                   WHERE r.oid" EQ "t.relid)" \
+	"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) idle" \
+	"  UNION ALL" \
+	"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c" \
+	"    WHERE c.relid" EQ "t.relid" \
+	"      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r" \
+	"                       WHERE r.oid" EQ "t.relid)" \
+	"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c" \
+	" WHERE t.relid IS NOT NULL" \
+	" LIMIT $2))"
+	/* a row in its backoff is not idle: it keeps its attempts and backoff */
 	static DlockQuery q = {
-		"DELETE FROM " DLOCK_SCHEMA ".claim"
-		" WHERE ctid" EQ "ANY (ARRAY("
-		"WITH RECURSIVE t(relid) AS ("
-		"  SELECT pg_catalog.min(relid) FROM " DLOCK_SCHEMA ".claim"
-		"  UNION ALL"
-		"  SELECT (SELECT pg_catalog.min(c.relid)"
-		"            FROM " DLOCK_SCHEMA ".claim c"
-		"           WHERE c.relid OPERATOR(pg_catalog.>) t.relid)"
-		"    FROM t WHERE t.relid IS NOT NULL)"
-		"SELECT c.ctid FROM t CROSS JOIN LATERAL ("
-		"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
-		"    WHERE c.relid" EQ "t.relid"
-		"      AND c.expires_at OPERATOR(pg_catalog.<) $1"
-		"      AND c.poisoned_at IS NULL"
-		"      AND EXISTS (SELECT FROM pg_catalog.pg_class r"
-		"                   WHERE r.oid" EQ "t.relid)"
-		"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) idle"
-		"  UNION ALL"
-		"  SELECT * FROM (SELECT c.ctid FROM " DLOCK_SCHEMA ".claim c"
-		"    WHERE c.relid" EQ "t.relid"
-		"      AND NOT EXISTS (SELECT FROM pg_catalog.pg_class r"
-		"                       WHERE r.oid" EQ "t.relid)"
-		"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c"
-		" WHERE t.relid IS NOT NULL"
-		" LIMIT $2))",
+		DELETE_IDLE("      AND (c.retry_at IS NULL"
+					"           OR c.retry_at OPERATOR(pg_catalog.<) $1)"),
 		SPI_OK_DELETE, {TIMESTAMPTZOID, INT4OID}
 	};
+	static DlockQuery q_04 = {
+		DELETE_IDLE(""),
+		SPI_OK_DELETE, {TIMESTAMPTZOID, INT4OID}
+	};
+#undef DELETE_IDLE
 	Datum		values[2];
 
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int32GetDatum(limit);
-	return (int64) dlock_spi_query(&q, values, NULL);
+	return (int64) dlock_spi_query(dlock_claim_store_has_05() ? &q : &q_04,
+								   values, NULL);
 }
 
 /*
- * The unexpired claims, with the columns of the dlock_claims view, into
- * SPI_tuptable; returns how many.  Column 1 is the table, 4 the owning
- * role; column 2 is the key text (the text itself of a digest key, when
- * dlock.claim keeps it).
+ * The unexpired claims, and (dlock 0.5) the lapsed ones still in their
+ * backoff, with the columns of the dlock_claims view, into SPI_tuptable;
+ * returns how many.  Column 1 is the table, 4 the owning role; column 2
+ * is the key text (the text itself of a digest key, when dlock.claim keeps
+ * it); column 9 (0.5) when the row is claimable again.
  */
 uint64
 dlock_claim_store_read_live(void)
@@ -314,10 +401,26 @@ dlock_claim_store_read_live(void)
 	" WHERE holder IS NOT NULL" \
 	"   AND expires_at OPERATOR(pg_catalog.>)" \
 	" pg_catalog.clock_timestamp()"
+	/* 0.5: and the rows in their backoff, with when they are claimable */
+	static DlockQuery q_05 = {
+		"SELECT relid::pg_catalog.regclass, COALESCE(long_key, key), holder,"
+		"       owner::pg_catalog.regrole, token, claimed_at,"
+		"       expires_at, attempts,"
+		"       GREATEST(retry_at, expires_at) AS retry_at"
+		"  FROM " DLOCK_SCHEMA ".claim"
+		" WHERE (holder IS NOT NULL"
+		"        AND expires_at OPERATOR(pg_catalog.>)"
+		"            pg_catalog.clock_timestamp())"
+		"    OR (retry_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+		"        AND poisoned_at IS NULL)",
+		SPI_OK_SELECT
+	};
 	static DlockQuery q = {READ_LIVE("COALESCE(long_key, key)"), SPI_OK_SELECT};
 	static DlockQuery q_03 = {READ_LIVE("key"), SPI_OK_SELECT};
 #undef READ_LIVE
 
+	if (dlock_claim_store_has_05())
+		return dlock_spi_query(&q_05, NULL, NULL);
 	return dlock_spi_query(dlock_claim_store_has_long_key() ? &q : &q_03,
 						   NULL, NULL);
 }

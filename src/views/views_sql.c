@@ -165,10 +165,11 @@ dlock_locks_sql(PG_FUNCTION_ARGS)
 /*
  * dlock_claims() RETURNS SETOF record (table_name regclass, key text,
  *		holder text, owner regrole, token bigint, claimed_at timestamptz,
- *		expires_at timestamptz, attempts integer)
+ *		expires_at timestamptz, attempts integer, retry_at timestamptz)
  *
  * One row per unexpired claim the caller may see (also needs SELECT on the
- * table), at the latest committed state.
+ * table), and (0.5) per lapsed claim whose row is in its backoff, with
+ * when the row is claimable again, at the latest committed state.
  */
 PG_FUNCTION_INFO_V1(dlock_claims_sql);
 Datum
