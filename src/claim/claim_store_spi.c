@@ -470,11 +470,11 @@ TimestampTz
 dlock_claim_store_next_lapse(Oid relid)
 {
 	static DlockQuery q = {
-		"SELECT pg_catalog.coalesce(retry_at, expires_at) FROM " DLOCK_SCHEMA ".claim"
+		"SELECT COALESCE(retry_at, expires_at) FROM " DLOCK_SCHEMA ".claim"
 		" WHERE relid" EQ "$1 AND poisoned_at IS NULL"
-		"   AND pg_catalog.coalesce(retry_at, expires_at)"
+		"   AND COALESCE(retry_at, expires_at)"
 		"       OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
-		" ORDER BY pg_catalog.coalesce(retry_at, expires_at) LIMIT 1",
+		" ORDER BY COALESCE(retry_at, expires_at) LIMIT 1",
 		SPI_OK_SELECT, {OIDOID}
 	};
 	Datum		values[1] = {ObjectIdGetDatum(relid)};

@@ -30,6 +30,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -349,15 +350,24 @@ trigger_function(Oid nsp)
 	return LookupFuncName(name, 0, NULL, false);
 }
 
-/* whether relation rel has a trigger that runs function fn */
+/*
+ * Whether relation rel has dlock's trigger: one that runs function fn
+ * after inserts and updates, for each statement.
+ */
 static bool
 has_trigger(Relation rel, Oid fn)
 {
 	if (rel->trigdesc == NULL)
 		return false;
 	for (int i = 0; i < rel->trigdesc->numtriggers; i++)
-		if (rel->trigdesc->triggers[i].tgfoid == fn)
+	{
+		Trigger    *t = &rel->trigdesc->triggers[i];
+
+		if (t->tgfoid == fn && !TRIGGER_FOR_ROW(t->tgtype) &&
+			TRIGGER_FOR_AFTER(t->tgtype) && TRIGGER_FOR_INSERT(t->tgtype) &&
+			TRIGGER_FOR_UPDATE(t->tgtype))
 			return true;
+	}
 	return false;
 }
 
