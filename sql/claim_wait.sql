@@ -3,10 +3,11 @@
 -- session: the arguments and errors, the trigger put on a table once (under
 -- hostile names too), the REPEATABLE READ error, and waits that end without
 -- any trigger: by their deadline, and by a claim that lapses.  The waits
--- between sessions are in specs/claim_wait_*.spec and t/105_claim_wait.pl.
+-- between sessions are in specs/claim_wait_queue.spec and t/105_claim_wait.pl.
 --
 -- Only stable values are printed; no result depends on how long a wait took.
 --
+SET dlock.safety_wake = '1h';
 CREATE TABLE cw_jobs (id int PRIMARY KEY, state text NOT NULL DEFAULT 'new');
 
 -- the new counters are there
@@ -36,7 +37,7 @@ SELECT count(*) AS claimed FROM dlock_claim(NULL::cw_jobs, 'w', 1, wait => '20 m
 INSERT INTO cw_jobs VALUES (1);
 SELECT id FROM dlock_claim(NULL::cw_jobs, 'w', 5, wait => '1 day');
 
--- a claim that lapses wakes a waiting claim by itself (the tests run with
+-- a claim that lapses wakes a waiting claim by itself (this test runs with
 -- dlock.safety_wake = '1h', and no trigger is on the table): row 1's claim,
 -- given back with a short ttl, comes back to the waiting claim
 SELECT dlock_unclaim('cw_jobs', 'w', ARRAY[1]);

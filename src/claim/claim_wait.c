@@ -227,6 +227,26 @@ next_lapse(Oid relid)
 }
 
 /*
+ * dlock.debug_queue_delay: a woken waiting claim sleeps this long before
+ * its attempt (interruptible), so that a test can cancel it while it holds
+ * a wake it has not used.
+ */
+static void
+debug_delay(void)
+{
+	TimestampTz until;
+
+	if (dlock_debug_queue_delay_ms <= 0)
+		return;
+	until = GetCurrentTimestamp() + (int64) dlock_debug_queue_delay_ms * 1000;
+	while (GetCurrentTimestamp() < until)
+	{
+		CHECK_FOR_INTERRUPTS();
+		(void) dlock_wait_sleep(until - GetCurrentTimestamp());
+	}
+}
+
+/*
  * Sleep until this waiter may try again: it was woken, or it is the
  * first of its queue and the table's next claim lapsed or the safety wake
  * came.  False when the deadline came first.
@@ -250,7 +270,10 @@ sleep_for_turn(Oid relid, TimestampTz deadline)
 			wake_at = lapse;
 		latch = dlock_wait_sleep(wake_at - now);
 		if (dlock_wait_claim_woken(&head))
+		{
+			debug_delay();
 			return true;
+		}
 		if (latch)
 			continue;			/* a latch set for something else */
 		/* the timer: a lapse, or the safety wake; the first one tries */
