@@ -208,7 +208,7 @@ dlock_claim_wait_note_claimed(Oid relid)
 /* ---- the waiter ---- */
 
 static void
-wait_exit_callback(int code, Datum arg)
+claim_wait_exit_callback(int code, Datum arg)
 {
 	dlock_wait_leave_claim(false);
 }
@@ -329,7 +329,7 @@ dlock_claim_wait(const ClaimRequest *req, Tuplestorestate *out,
 	check_isolation();
 	if (!exit_callback_registered)
 	{
-		before_shmem_exit(wait_exit_callback, (Datum) 0);
+		before_shmem_exit(claim_wait_exit_callback, (Datum) 0);
 		exit_callback_registered = true;
 	}
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock claim attempt",
