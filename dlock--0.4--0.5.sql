@@ -138,3 +138,25 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claim_wakeup(regclass) IS
 'put the statement trigger on tbl that wakes claims waiting for its rows (dlock_claim''s wait) when inserts and updates commit';
+
+-- claims that wait for rows: when a table's next claim lapses (claim_wait.c),
+-- two counters, and dlock_waiters shows waiting claims
+CREATE INDEX claim_lapse ON dlock.claim (relid, (coalesce(retry_at, expires_at)))
+ WHERE poisoned_at IS NULL;
+DROP FUNCTION dlock_stats();
+CREATE FUNCTION dlock_stats(OUT acquired bigint, OUT extended bigint,
+                            OUT contended bigint, OUT waits bigint,
+                            OUT wait_time_us bigint, OUT wait_timeouts bigint,
+                            OUT handoffs bigint, OUT takeovers bigint,
+                            OUT releases bigint, OUT renewals bigint,
+                            OUT validation_failures bigint,
+                            OUT claims bigint, OUT redeliveries bigint,
+                            OUT claim_waits bigint, OUT claim_wakeups bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_stats'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_stats() IS
+'counters since server start (one row; no row unless dlock is in shared_preload_libraries)';
+COMMENT ON FUNCTION dlock_waiters() IS
+'backends waiting in dlock_acquire, and claims waiting for rows (key: claim:schema.table), in this database that the caller may see (needs dlock in shared_preload_libraries)';

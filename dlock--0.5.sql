@@ -207,6 +207,9 @@ CREATE INDEX claim_live ON dlock.claim (relid, expires_at);
 CREATE INDEX claim_poisoned ON dlock.claim (relid) WHERE poisoned_at IS NOT NULL;
 -- the claims of one group of a table (per_group counts them)
 CREATE INDEX claim_group ON dlock.claim (relid, grp) WHERE grp IS NOT NULL;
+-- 0.5: when a table's next claim lapses, for claims waiting for rows
+CREATE INDEX claim_lapse ON dlock.claim (relid, (coalesce(retry_at, expires_at)))
+ WHERE poisoned_at IS NULL;
 REVOKE ALL ON dlock.claim FROM PUBLIC;
 COMMENT ON TABLE dlock.claim IS 'one row per claimed row of a user table, kept after expiry for its attempt count';
 COMMENT ON COLUMN dlock.claim.long_key IS
@@ -509,7 +512,7 @@ AS 'MODULE_PATHNAME', 'dlock_waiters'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_waiters() IS
-'backends waiting in dlock_acquire in this database that the caller may see (needs dlock in shared_preload_libraries)';
+'backends waiting in dlock_acquire, and claims waiting for rows (key: claim:schema.table), in this database that the caller may see (needs dlock in shared_preload_libraries)';
 
 CREATE VIEW dlock_waiters AS SELECT * FROM dlock_waiters();
 GRANT SELECT ON dlock_waiters TO PUBLIC;
@@ -522,7 +525,8 @@ CREATE FUNCTION dlock_stats(OUT acquired bigint, OUT extended bigint,
                             OUT handoffs bigint, OUT takeovers bigint,
                             OUT releases bigint, OUT renewals bigint,
                             OUT validation_failures bigint,
-                            OUT claims bigint, OUT redeliveries bigint)
+                            OUT claims bigint, OUT redeliveries bigint,
+                            OUT claim_waits bigint, OUT claim_wakeups bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_stats'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED

@@ -93,8 +93,10 @@ typedef enum DlockKeyClass
 	DLOCK_CLASS_TOKEN = 0x4454,	/* "DT" */
 	DLOCK_CLASS_SLOT = 0x4453,	/* "DS": one holder's slot of a semaphore
 								 * or of shared leases */
-	DLOCK_CLASS_GROUP = 0x4447	/* "DG": one group of a table's claims
+	DLOCK_CLASS_GROUP = 0x4447,	/* "DG": one group of a table's claims
 								 * (group_by, per_group) */
+	DLOCK_CLASS_CLAIM_WAIT = 0x4457 /* "DW": the queue of claims waiting
+									 * for rows of a table (never locked) */
 } DlockKeyClass;
 
 typedef struct DlockKeyLock
@@ -206,6 +208,8 @@ typedef enum DlockCounter
 	DLOCK_STAT_VALIDATE_FAIL,	/* fenced-off writes */
 	DLOCK_STAT_CLAIMS,			/* rows claimed */
 	DLOCK_STAT_REDELIVERIES,	/* rows claimed again after a claim expired */
+	DLOCK_STAT_CLAIM_WAITS,		/* claims that slept waiting for rows */
+	DLOCK_STAT_CLAIM_WAKEUPS,	/* attempts of waiting claims after a sleep */
 	DLOCK_NUM_COUNTERS
 } DlockCounter;
 

@@ -47,9 +47,11 @@ dlock_settings_define(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.debug_queue_delay",
 							"Developer option: sleep this long between a waiting "
-							"acquire's first attempt and joining the queue.",
+							"acquire's first attempt and joining the queue, and "
+							"between a waiting claim's wake and its attempt.",
 							"Only for tests that a release in that window is not "
-							"missed, as post_auth_delay is for authentication.",
+							"missed, and that a woken claim that leaves passes its "
+							"wake on, as post_auth_delay is for authentication.",
 							&dlock_debug_queue_delay_ms,
 							0, 0, 60 * 1000,
 							PGC_SUSET, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,

@@ -140,6 +140,7 @@ extern int64 dlock_claim_store_move(Oid from, Oid to, text **keys, int n);
 extern int64 dlock_claim_store_forget(Oid *relids, int n);
 extern bool dlock_claim_store_rekey(Oid relid, text *from, text *to,
 									text *to_full);
+extern TimestampTz dlock_claim_store_next_lapse(Oid relid);
 
 /* ----------------
  * claim_hint.c
@@ -396,7 +397,19 @@ extern int	dlock_claim_batch(const ClaimRequest *req, ClaimCandidate *c, int n,
  *		Claiming rows of the user's own tables (claim_take.c).
  * ----------------
  */
-extern void dlock_claim_rows(const ClaimRequest *req,
+extern int	dlock_claim_rows(const ClaimRequest *req,
 							 Tuplestorestate *out, TupleDesc outdesc);
+
+/* ----------------
+ * claim_wait.c
+ *		Claims that wait for rows: the queue of a table's waiting claims,
+ *		and the wake-ups of the changes that commit (claim_wait.c).
+ * ----------------
+ */
+extern void dlock_claim_wait(const ClaimRequest *req, Tuplestorestate *out,
+							 TupleDesc outdesc);
+extern void dlock_claim_wait_note_change(Oid relid);
+extern void dlock_claim_wait_note_claimed(Oid relid);
+extern void dlock_claim_wakeup_install(Oid relid, Oid nsp);
 
 #endif							/* DLOCK_CLAIM_INT_H */

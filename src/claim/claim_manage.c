@@ -278,6 +278,8 @@ unclaim_with(const ClaimTarget *t, text *holder, text **keys, int nkeys,
 							 dlock_sort_unique_keys(keys, nkeys), ExclusiveLock,
 							 pick_holder_keys, writer, &arg);
 	dlock_spi_end(&spi);
+	if (n > 0)
+		dlock_claim_wait_note_change(t->claim_relid);
 	return n;
 }
 
@@ -413,6 +415,8 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	n = write_given_keys(t->claim_relid, keys, dlock_sort_unique_keys(keys, nkeys),
 						 ExclusiveLock, pick_existing_keys, delete_claims, NULL);
 	dlock_spi_end(&spi);
+	if (n > 0)
+		dlock_claim_wait_note_change(t->claim_relid);
 	return n;
 }
 
@@ -453,6 +457,7 @@ dlock_claim_release_all(text *holder)
 			{
 				n += write_in_chunks(relids[start], keys + start, i - start,
 									 ExclusiveLock, give_back_holder_claims, &arg);
+				dlock_claim_wait_note_change(relids[start]);
 				start = i;
 			}
 		}

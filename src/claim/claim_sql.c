@@ -12,6 +12,7 @@
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
+#include "commands/trigger.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -172,9 +173,6 @@ arg_claim_05(FunctionCallInfo fcinfo, ClaimRequest *req)
 				 errhint("Pass group_by, the expression whose values are the groups.")));
 	if (req->group_by)
 		dlock_check_group_by(req->group_by);
-	/* SKELETON (issue 38): each part removes its line as it lands */
-	if (req->wait_us > 0)
-		elog(ERROR, "dlock_claim: wait is not built yet");
 }
 
 /*
@@ -233,7 +231,10 @@ dlock_claim_sql(PG_FUNCTION_ARGS)
 	dlock_arg_writes_allowed("dlock_claim()");
 
 	InitMaterializedSRF(fcinfo, 0);
-	dlock_claim_rows(&req, rsinfo->setResult, rsinfo->setDesc);
+	if (req.wait_us > 0)
+		dlock_claim_wait(&req, rsinfo->setResult, rsinfo->setDesc);
+	else
+		(void) dlock_claim_rows(&req, rsinfo->setResult, rsinfo->setDesc);
 	PG_RETURN_VOID();
 }
 
@@ -412,24 +413,46 @@ dlock_unclaim_retry_sql(PG_FUNCTION_ARGS)
 }
 
 /*
- * dlock_claim_wakeup(tbl regclass) RETURNS void, and its trigger function
+ * dlock_claim_wakeup(tbl regclass) RETURNS void
  *
- * SKELETON (issue 38): the wait part builds them.
+ * Puts dlock's statement trigger on tbl (AFTER INSERT OR UPDATE, FOR EACH
+ * STATEMENT), unless it is there already: the commits of its inserts and
+ * updates then wake a claim waiting for its rows.  Runs as the caller, who
+ * needs the right to create a trigger on tbl; the table must be one rows
+ * can be claimed from, with what dlock_claim needs.  NULL is an error.
  */
 PG_FUNCTION_INFO_V1(dlock_claim_wakeup_sql);
 Datum
 dlock_claim_wakeup_sql(PG_FUNCTION_ARGS)
 {
-	elog(ERROR, "dlock_claim_wakeup is not built yet");
-	PG_RETURN_NULL();
+	(void) arg_table(fcinfo, 0, "dlock_claim_wakeup()");
+	dlock_claim_wakeup_install(PG_GETARG_OID(0),
+							   get_func_namespace(fcinfo->flinfo->fn_oid));
+	PG_RETURN_VOID();
 }
 
+/*
+ * dlock_claim_wakeup_trigger() RETURNS trigger
+ *
+ * dlock_claim_wakeup's trigger, after a statement's inserts or updates:
+ * notes that this transaction changed the table (claim_wait.c), so that a
+ * claim waiting for its rows is woken when it commits.  Anything but an
+ * AFTER ... FOR EACH STATEMENT trigger call is an error.
+ */
 PG_FUNCTION_INFO_V1(dlock_claim_wakeup_trigger);
 Datum
 dlock_claim_wakeup_trigger(PG_FUNCTION_ARGS)
 {
-	elog(ERROR, "dlock_claim_wakeup_trigger is not built yet");
-	PG_RETURN_NULL();
+	TriggerData *td = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("dlock_claim_wakeup_trigger() must run as an AFTER ... FOR EACH STATEMENT trigger"),
+				 errhint("Put it on a table with dlock_claim_wakeup(table).")));
+	dlock_claim_wait_note_change(RelationGetRelid(td->tg_relation));
+	PG_RETURN_POINTER(NULL);
 }
 
 /*

@@ -561,3 +561,37 @@ dlock_claim_store_rekey(Oid relid, text *from, text *to, text *to_full)
 	(void) dlock_spi_query(&delete_to, values, NULL);
 	return dlock_spi_query(&q, values, nulls) > 0;
 }
+
+/*
+ * When the next claim on table relid lapses: the earliest time after now
+ * at which a claim row that is not poisoned becomes claimable again
+ * (coalesce(retry_at, expires_at)), or 0 if none will.  Index-backed
+ * (claim_lapse): one index descent, whatever the number of claims.  For
+ * claims waiting for rows (claim_wait.c).
+ */
+TimestampTz
+dlock_claim_store_next_lapse(Oid relid)
+{
+	static DlockQuery q = {
+		"SELECT COALESCE(retry_at, expires_at) FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND poisoned_at IS NULL"
+		"   AND COALESCE(retry_at, expires_at)"
+		"       OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()"
+		" ORDER BY COALESCE(retry_at, expires_at) LIMIT 1",
+		SPI_OK_SELECT, {OIDOID}
+	};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	TimestampTz at = 0;
+	bool		isnull;
+
+	if (dlock_spi_query(&q, values, NULL) == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
+									  SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			at = DatumGetTimestampTz(d);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return at;
+}

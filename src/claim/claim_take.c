@@ -104,9 +104,9 @@ fetch_candidates(const ClaimRequest *req, Datum *tried, int ntried, int need,
 
 /*
  * Claim up to req->n rows; the claimed rows go to out, in the order of
- * the caller's order_by.
+ * the caller's order_by.  Returns how many were claimed.
  */
-void
+int
 dlock_claim_rows(const ClaimRequest *call, Tuplestorestate *out,
 				 TupleDesc outdesc)
 {
@@ -170,6 +170,11 @@ dlock_claim_rows(const ClaimRequest *call, Tuplestorestate *out,
 	dlock_count(DLOCK_STAT_CLAIMS, claimed);
 	dlock_count(DLOCK_STAT_REDELIVERIES, redelivered);
 	if (claimed > 0)
+	{
 		dlock_claim_sweep_maybe();
+		/* if this transaction rolls back, its claims vanish: wake a waiter */
+		dlock_claim_wait_note_claimed(req->target->claim_relid);
+	}
 	dlock_spi_end(&spi);
+	return claimed;
 }

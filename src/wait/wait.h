@@ -69,6 +69,11 @@ extern bool dlock_wait_offer_settle(const DlockOffer *o, bool stands);
 extern bool dlock_wait_offer_end(const DlockOffer *o, bool committed,
 								 XLogRecPtr lsn);
 extern bool dlock_wait_sleep(int64 timeout_us);
+extern void dlock_wait_join_claim(uint64 hash, text *label, text *holder);
+extern bool dlock_wait_wake_claim(uint64 hash);
+extern bool dlock_wait_take_wake(void);
+extern bool dlock_wait_claim_woken(bool *head);
+extern void dlock_wait_leave_claim(bool chain);
 extern int	dlock_wait_list(DlockWaiter **out);
 extern void dlock_wait_shmem_request(void);
 extern void dlock_wait_shmem_startup(void);

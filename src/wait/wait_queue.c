@@ -93,6 +93,8 @@ typedef struct DlockWaitSlot
 	int64		ttl_us;			/* the ttl it asked for */
 	int			slots;			/* and the slots (1: a lease) */
 	bool		takes_grant;	/* a release may grant the lease to it */
+	bool		claim;			/* a waiting claim (see "Claim waiters") */
+	bool		woken;			/* claim: woken, its attempt still to come */
 	DlockOfferState offer;		/* see "Hand-off" above */
 	int64		grant_token;	/* GRANTED: the lease's token, */
 	TimestampTz grant_expires;	/* its expiry */
@@ -170,6 +172,32 @@ wake_head_locked(uint64 hash)
 	return true;
 }
 
+/*
+ * Wake the first waiting claim of a claim queue that is not woken yet
+ * (see "Claim waiters"); true if one was.  Caller holds the LWLock in
+ * exclusive mode.
+ */
+static bool
+wake_first_locked(uint64 hash)
+{
+	int			first = -1;
+
+	for (int i = 0; i < waitq->nslots; i++)
+	{
+		DlockWaitSlot *s = &waitq->slots[i];
+
+		if (s->in_use && s->claim && !s->woken && s->key_hash == hash &&
+			s->dboid == MyDatabaseId &&
+			(first < 0 || s->ticket < waitq->slots[first].ticket))
+			first = i;
+	}
+	if (first < 0)
+		return false;
+	waitq->slots[first].woken = true;
+	SetLatch(&ProcGlobal->allProcs[waitq->slots[first].procno].procLatch);
+	return true;
+}
+
 /* Wake the head waiter of a key, if anyone waits for it; true if woken. */
 bool
 dlock_wait_wake_key(uint64 hash)
@@ -194,14 +222,19 @@ dlock_wait_wake_all_heads(void)
 {
 	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
 		return;
-	LWLockAcquire(waitq->lock, LW_SHARED);
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < waitq->nslots; i++)
 	{
 		DlockWaitSlot *s = &waitq->slots[i];
 
 		if (s->in_use && s->dboid == MyDatabaseId &&
 			queue_head_locked(s->key_hash) == i)
-			SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
+		{
+			if (s->claim)
+				wake_first_locked(s->key_hash);
+			else
+				SetLatch(&ProcGlobal->allProcs[s->procno].procLatch);
+		}
 	}
 	LWLockRelease(waitq->lock);
 }
@@ -276,6 +309,8 @@ dlock_wait_enqueue(uint64 hash, text *key, text *holder, int64 ttl_us,
 		s->ttl_us = ttl_us;
 		s->slots = slots;
 		s->takes_grant = takes_grant;
+		s->claim = false;
+		s->woken = false;
 		s->offer = DLOCK_OFFER_NONE;
 		text_to_cstring_buffer(key, s->key, sizeof(s->key));
 		text_to_cstring_buffer(holder, s->holder, sizeof(s->holder));
@@ -351,9 +386,21 @@ dlock_wait_leave(DlockGrant *g, bool for_good)
 		strlcpy(g->holder, s->holder, sizeof(g->holder));
 		g->owner = s->owner;
 	}
-	leave_slot_locked();
-	if (!granted)
-		wake_head_locked(hash);
+	if (s->claim)
+	{
+		/* a waiting claim passes on a wake it did not use */
+		bool		woken = s->woken;
+
+		leave_slot_locked();
+		if (woken)
+			wake_first_locked(hash);
+	}
+	else
+	{
+		leave_slot_locked();
+		if (!granted)
+			wake_head_locked(hash);
+	}
 	LWLockRelease(waitq->lock);
 	return granted;
 }
@@ -486,6 +533,128 @@ dlock_wait_offer_end(const DlockOffer *o, bool committed, XLogRecPtr lsn)
 	}
 	LWLockRelease(waitq->lock);
 	return delivered;
+}
+
+/* ---- claim waiters (see "Claim waiters" in wait/README.md) ---- */
+
+/*
+ * Join the queue of a claim table (hash: its key lock's hash, class DW)
+ * as a waiting claim; label and holder are what dlock_waiters shows.
+ * Without shared memory there is no queue.  The caller leaves on every
+ * path with dlock_wait_leave_claim (or dlock_wait_leave, on an exit).
+ */
+void
+dlock_wait_join_claim(uint64 hash, text *label, text *holder)
+{
+	DlockWaitSlot *s = NULL;
+
+	if (waitq == NULL)
+		return;
+	Assert(my_slot < 0);
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < waitq->nslots && s == NULL; i++)
+		if (!waitq->slots[i].in_use)
+			s = &waitq->slots[i];
+	if (s != NULL)
+	{
+		memset(s, 0, offsetof(DlockWaitSlot, key));
+		my_slot = s - waitq->slots;
+		s->in_use = true;
+		s->pid = MyProcPid;
+		s->procno = dlock_my_procno();
+		s->key_hash = hash;
+		s->ticket = waitq->next_ticket++;
+		s->since = GetCurrentTimestamp();
+		s->dboid = MyDatabaseId;
+		s->owner = GetUserId();
+		s->slots = 1;
+		s->claim = true;
+		text_to_cstring_buffer(label, s->key, sizeof(s->key));
+		text_to_cstring_buffer(holder, s->holder, sizeof(s->holder));
+		pg_atomic_fetch_add_u32(&waitq->nwaiters, 1);
+	}
+	LWLockRelease(waitq->lock);
+}
+
+/*
+ * Wake the first waiting claim of a table's queue that is not woken yet;
+ * true if one was.  One committed change wakes one waiter: a waiter
+ * already woken will make its attempt after this call anyway.
+ */
+bool
+dlock_wait_wake_claim(uint64 hash)
+{
+	bool		woke;
+
+	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
+		return false;
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	woke = wake_first_locked(hash);
+	LWLockRelease(waitq->lock);
+	return woke;
+}
+
+/*
+ * Take this waiting claim's wake, just before an attempt: true when it was
+ * woken.  A commit after this call wakes this waiter again.
+ */
+bool
+dlock_wait_take_wake(void)
+{
+	bool		woken;
+
+	if (waitq == NULL || my_slot < 0)
+		return false;
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	woken = waitq->slots[my_slot].woken;
+	waitq->slots[my_slot].woken = false;
+	LWLockRelease(waitq->lock);
+	return woken;
+}
+
+/*
+ * Whether this waiting claim was woken since its last attempt (its wake
+ * stays until it takes it); *head: it is the first of its queue (also
+ * without shared memory: then every waiter polls).
+ */
+bool
+dlock_wait_claim_woken(bool *head)
+{
+	bool		woken;
+
+	*head = true;
+	if (waitq == NULL || my_slot < 0)
+		return false;
+	LWLockAcquire(waitq->lock, LW_SHARED);
+	woken = waitq->slots[my_slot].woken;
+	*head = queue_head_locked(waitq->slots[my_slot].key_hash) == my_slot;
+	LWLockRelease(waitq->lock);
+	return woken;
+}
+
+/*
+ * Leave a claim table's queue, if in it.  A wake not used by an attempt is
+ * passed on to the next waiter not woken; chain: wake one more (this
+ * waiter claimed a full batch: there may be more rows).  Safe while a
+ * transaction aborts or the backend exits.
+ */
+void
+dlock_wait_leave_claim(bool chain)
+{
+	DlockWaitSlot *s;
+	uint64		hash;
+	int			wakes;
+
+	if (waitq == NULL || my_slot < 0)
+		return;
+	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
+	s = &waitq->slots[my_slot];
+	hash = s->key_hash;
+	wakes = (s->woken ? 1 : 0) + (chain ? 1 : 0);
+	leave_slot_locked();
+	while (wakes-- > 0)
+		wake_first_locked(hash);
+	LWLockRelease(waitq->lock);
 }
 
 /*
