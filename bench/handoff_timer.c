@@ -18,6 +18,11 @@
  * Modes:
  *   advisory  pg_advisory_lock(k) / pg_advisory_unlock(k), session locks
  *   dlock     dlock_acquire(key, holder, '60 s', '10 s') / dlock_release
+ *   claim     no lock: the waiter waits in dlock_claim(..., wait => '10 s')
+ *             on an empty table whose inserts wake claims
+ *             (dlock_claim_wakeup); the "release" is an autocommit INSERT
+ *             of one row, and the clock stops when the waiter's claim has
+ *             come back with that row (issue 38: insert commit to claimed)
  *   flush     no lock: one flushed commit in the same rhythm, the one
  *             cost a durable hand-off has on top of an advisory one.  Each
  *             trial sleeps 20-40 ms and times a one-row UPDATE (one WAL
@@ -48,6 +53,7 @@ typedef enum
 {
 	MODE_ADVISORY,
 	MODE_DLOCK,
+	MODE_CLAIM,
 	MODE_FLUSH
 } Mode;
 
@@ -170,18 +176,27 @@ static double
 one_handoff(Mode mode, PGconn *holder, PGconn *waiter, PGconn *monitor,
 			const char *waiter_pid)
 {
-	const char *take = mode == MODE_DLOCK ?
-		"SELECT dlock_acquire('handoff', 'holder', '60 s') IS NOT NULL" :
-		"SELECT pg_advisory_lock(4242) IS NOT NULL";
-	const char *wait = mode == MODE_DLOCK ?
-		"SELECT dlock_acquire('handoff', 'waiter', '60 s', '10 s') IS NOT NULL" :
-		"SELECT pg_advisory_lock(4242) IS NOT NULL";
-	const char *release = mode == MODE_DLOCK ?
-		"SELECT dlock_release('handoff', 'holder')" :
-		"SELECT pg_advisory_unlock(4242)";
-	const char *give_back = mode == MODE_DLOCK ?
-		"SELECT dlock_release('handoff', 'waiter')" :
-		"SELECT pg_advisory_unlock(4242)";
+	static const char *const sql[][4] = {
+		/* take, wait, release, give back */
+		[MODE_ADVISORY] = {"SELECT pg_advisory_lock(4242) IS NOT NULL",
+			"SELECT pg_advisory_lock(4242) IS NOT NULL",
+			"SELECT pg_advisory_unlock(4242)",
+		"SELECT pg_advisory_unlock(4242)"},
+		[MODE_DLOCK] = {"SELECT dlock_acquire('handoff', 'holder', '60 s') IS NOT NULL",
+			"SELECT dlock_acquire('handoff', 'waiter', '60 s', '10 s') IS NOT NULL",
+			"SELECT dlock_release('handoff', 'holder')",
+		"SELECT dlock_release('handoff', 'waiter')"},
+		[MODE_CLAIM] = {"SELECT true",
+			"SELECT count(*) = 1 FROM dlock_claim(NULL::bench_wjobs, 'waiter', 1,"
+			" '60 s', wait => '10 s')",
+			"INSERT INTO bench_wjobs (payload) VALUES ('job')",
+			"WITH d AS (DELETE FROM bench_wjobs RETURNING id)"
+		" SELECT count(*) FROM dlock_complete('bench_wjobs', 'waiter', ARRAY(SELECT id FROM d))"},
+	};
+	const char *take = sql[mode][0];
+	const char *wait = sql[mode][1];
+	const char *release = sql[mode][2];
+	const char *give_back = sql[mode][3];
 	char		got[16] = "";
 	int			released = 0;
 	int			acquired = 0;
@@ -192,7 +207,7 @@ one_handoff(Mode mode, PGconn *holder, PGconn *waiter, PGconn *monitor,
 		fail(NULL, "the holder did not get the lock\n");
 	if (!PQsendQuery(waiter, wait))
 		fail(waiter, "send the waiter's acquire");
-	await_waiting(monitor, waiter_pid, mode == MODE_DLOCK ? "Extension" : "Lock");
+	await_waiting(monitor, waiter_pid, mode == MODE_ADVISORY ? "Lock" : "Extension");
 	pause_work();
 
 	t0 = clock_ms();
@@ -288,7 +303,7 @@ main(int argc, char **argv)
 
 	if (argc < 3 || trials < 1)
 	{
-		fprintf(stderr, "usage: handoff_timer CONNINFO advisory|dlock|flush [TRIALS] [BUDGET_S]\n");
+		fprintf(stderr, "usage: handoff_timer CONNINFO advisory|dlock|claim|flush [TRIALS] [BUDGET_S]\n");
 		return 2;
 	}
 	conninfo = argv[1];
@@ -296,6 +311,8 @@ main(int argc, char **argv)
 		mode = MODE_ADVISORY;
 	else if (strcmp(argv[2], "dlock") == 0)
 		mode = MODE_DLOCK;
+	else if (strcmp(argv[2], "claim") == 0)
+		mode = MODE_CLAIM;
 	else if (strcmp(argv[2], "flush") == 0)
 		mode = MODE_FLUSH;
 	else
@@ -314,6 +331,11 @@ main(int argc, char **argv)
 				   "INSERT INTO bench_flush VALUES (1, 0) ON CONFLICT DO NOTHING");
 	else
 	{
+		if (mode == MODE_CLAIM)
+			(void) run(c1, "SET client_min_messages = warning;"
+					   "CREATE TABLE IF NOT EXISTS bench_wjobs"
+					   " (id bigserial PRIMARY KEY, payload text);"
+					   "SELECT dlock_claim_wakeup('bench_wjobs')");
 		monitor = open_conn(conninfo);
 		snprintf(waiter_pid, sizeof(waiter_pid), "%d", PQbackendPID(c2));
 	}
