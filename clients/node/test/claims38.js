@@ -66,7 +66,7 @@ module.exports = function claims38Tests(db, app) {
     const calls = []
     const errors = []
     await dlock.work(app, 'node_rjobs', 'nretrier', {
-      orderBy: 'id', retryAfter: 3600, untilEmpty: true, onError: (err) => errors.push(err.message),
+      orderBy: 'id', retryAfter: 3600, maxAttempts: 3, untilEmpty: true, onError: (err) => errors.push(err.message),
     }, async (batch) => {
       calls.push(batch.keys.slice())
       assert.deepEqual(await batch.complete([2]), [2])
@@ -83,7 +83,7 @@ module.exports = function claims38Tests(db, app) {
     await table('node_bjobs', false)
     await db.query('INSERT INTO node_bjobs (id) VALUES (1)')
     let calls = 0
-    await dlock.work(app, 'node_bjobs', 'nbacker', { backoff: 3600, backoffMax: 7200, untilEmpty: true, onError: () => {} },
+    await dlock.work(app, 'node_bjobs', 'nbacker', { backoff: 3600, backoffMax: 7200, maxAttempts: 3, untilEmpty: true, onError: () => {} },
       async () => { calls++; throw new Error('boom') })
     assert.equal(calls, 1)
     assert.deepEqual(await claimable('node_bjobs'), [])
