@@ -56,6 +56,7 @@ module.exports = function claims38Tests(db, app) {
     const seen = []
     for await (const batch of dlock.claims(app, 'node_wempty', 'nw2', { wait: 0.5, untilEmpty: true })) {
       seen.push(...(await batch.complete()))
+      await db.query('DELETE FROM node_wempty WHERE id = ANY($1)', [batch.keys]) // done
     }
     assert.deepEqual(seen, [1])
   })

@@ -73,8 +73,8 @@ def test_claims_wait_until_empty_ends(dsn, db):
     loop = dlock.claims(dsn, "wempty", "w2", n=5, wait=0.5, until_empty=True)
     seen = []
     for batch in loop:
-        seen.extend(batch.keys)
-        batch.complete()
+        seen.extend(batch.complete())
+        db.execute("DELETE FROM wempty WHERE id = ANY(%s)", (batch.keys,))   # done
     assert seen == [1]
     # one call with the row, then waiting calls until the wait ran out
     assert loop.claim_calls >= 2
