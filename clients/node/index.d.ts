@@ -92,8 +92,24 @@ export interface ClaimOptions {
   filter?: string | null
   orderBy?: string | null
   maxAttempts?: number | null
-  /** seconds between claims when no row is to be had; default 1 */
+  /** seconds a turn waits in the server for a row when none is to be had
+   *  (dlock_claim's wait, in calls of at most 10 s; woken when an insert
+   *  commits: dlock_claim_wakeup); default 0: poll instead */
+  wait?: number
+  /** seconds between claims when no row is to be had (without wait); default 1 */
   poll?: number
+  /** an SQL expression whose values are the groups (dlock_claim's group_by) */
+  groupBy?: string | null
+  /** at most this many live claims per group, across all claimers; needs groupBy */
+  perGroup?: number | null
+  /** fill a batch round-robin across groups; needs groupBy */
+  fair?: boolean
+  /** seconds: a failed or expired row is not claimable again before this, doubling per attempt */
+  backoff?: number | null
+  /** seconds: the cap of the doubling backoff */
+  backoffMax?: number | null
+  /** seconds a row given back as failed (Batch.fail, work's handler rejecting) is not claimable; default null: the backoff */
+  retryAfter?: number | null
   untilEmpty?: boolean
   signal?: AbortSignal
   onLost?: (batch: Batch, err: LeaseLostError) => void
@@ -109,10 +125,25 @@ export declare class Batch<Row extends Record<string, any> = Record<string, any>
   check(): void
   complete(keys?: any[] | null, client?: PoolClient | Client): Promise<any[]>
   unclaim(keys?: any[] | null, client?: PoolClient | Client): Promise<number>
+  /** dlock_unclaim(table, holder, keys, retryAfter): given back as failed, not claimable before retryAfter seconds
+   *  (default: the loop's retryAfter; null there too: the claim's backoff) */
+  fail(keys?: any[] | null, client?: PoolClient | Client | null, retryAfter?: number | null): Promise<number>
+}
+
+export interface WorkOptions extends ClaimOptions {
+  /** called when the handler rejects (default: a process warning); the batch is given back as failed */
+  onError?: (err: unknown, batch: Batch) => void
 }
 
 export declare function claims<Row extends Record<string, any> = Record<string, any>>(
   pool: Pools, table: string, holder: string, options?: ClaimOptions): AsyncGenerator<Batch<Row>, void, undefined>
+
+export declare function work<Row extends Record<string, any> = Record<string, any>>(
+  pool: Pools, table: string, holder: string, options: WorkOptions,
+  handler: (batch: Batch<Row>, signal: AbortSignal) => Promise<unknown> | unknown): Promise<void>
+export declare function work<Row extends Record<string, any> = Record<string, any>>(
+  pool: Pools, table: string, holder: string,
+  handler: (batch: Batch<Row>, signal: AbortSignal) => Promise<unknown> | unknown): Promise<void>
 
 export declare class DlockError extends Error {}
 export declare class NotAcquiredError extends DlockError { code: 'DLOCK_NOT_ACQUIRED' }

@@ -5,7 +5,7 @@
 
 const core = require('./lib/core')
 const { Lease, Leases, acquire, acquireAll, withLease, withLeases } = require('./lib/lease')
-const { claims, Batch } = require('./lib/claims')
+const { claims, work, Batch } = require('./lib/claims')
 
 module.exports = {
   withLease,
@@ -13,6 +13,7 @@ module.exports = {
   withLeases,
   acquireAll,
   claims,
+  work,
   Lease,
   Leases,
   Batch,

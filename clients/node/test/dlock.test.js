@@ -316,3 +316,5 @@ test('claims: every row completed once across two workers, one killed mid-batch'
 // client's own promises (test/promises.js)
 require('./shapes')(db, app)
 require('./promises')(db, app)
+// the claim loop's 0.5 options (test/claims38.js)
+require('./claims38')(db, app)

@@ -16,13 +16,13 @@ A thin layer over the dlock extension's SQL functions (psycopg 3)::
 
 ``dlock.aio`` has the same for asyncio.  See the README of clients/python.
 """
-from ._claims import Batch, Claims, claims
+from ._claims import Batch, Claims, claims, work
 from ._lease import Lease, Leases, lease, leases
 from .errors import DatabaseError, Error, HolderInUse, LeaseLost, NotAcquired
 
 __version__ = "0.4.0"
 
 __all__ = [
-    "lease", "Lease", "leases", "Leases", "claims", "Claims", "Batch",
+    "lease", "Lease", "leases", "Leases", "claims", "Claims", "Batch", "work",
     "Error", "NotAcquired", "LeaseLost", "HolderInUse", "DatabaseError", "__version__",
 ]

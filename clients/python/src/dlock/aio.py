@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, List, Optional, Sequence, Tuple, Type
+from typing import Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple, Type
 
 from psycopg import AsyncCursor
 from psycopg.rows import tuple_row
@@ -17,7 +17,7 @@ from ._claim_core import BatchBase, BatchState, ClaimsBase, Sql
 from ._core import Seconds
 from .errors import Error
 
-__all__ = ["Lease", "lease", "Leases", "leases", "Batch", "Claims", "claims"]
+__all__ = ["Lease", "lease", "Leases", "leases", "Batch", "Claims", "claims", "work"]
 
 
 class _Held(_core.LeaseState):
@@ -158,6 +158,16 @@ class Batch(BatchBase):
             return await self._state.core.unclaim(self._state, ks)
         return self._state.unclaimed(ks, await _rows(cursor, self._state.unclaim_sql(ks)))
 
+    async def fail(self, keys: Optional[Sequence[Any]] = None,
+                   cursor: Optional["AsyncCursor[Any]"] = None,
+                   retry_after: Optional[Seconds] = None) -> int:
+        """As `dlock.Batch.fail`."""
+        ks = self._keys(keys)
+        after = self._retry_after(retry_after)
+        if cursor is None:
+            return await self._state.core.fail(self._state, ks, after)
+        return self._state.unclaimed(ks, await _rows(cursor, self._state.fail_sql(ks, after)))
+
 
 class Claims(ClaimsBase[Batch, asyncio.Event]):
     """``async for batch in dlock.aio.claims(...)``; also ``async with``.
@@ -176,22 +186,31 @@ class Claims(ClaimsBase[Batch, asyncio.Event]):
     async def _iterate(self) -> AsyncIterator[Batch]:
         core = self._core
         try:
+            turn_end = self._turn_end()
             while not self.stop.is_set():
-                state = await core.claim()
+                state = await core.claim(self._call_wait(turn_end), self.stop.wait)
                 if state is None:
+                    if self.stop.is_set():
+                        return
+                    if self._keep_waiting(turn_end):
+                        continue
                     if self.until_empty:
                         return
-                    try:
-                        await asyncio.wait_for(self.stop.wait(), self.poll)
-                        return
-                    except asyncio.TimeoutError:
-                        continue
+                    if not self.wait:
+                        try:
+                            await asyncio.wait_for(self.stop.wait(), self.poll)
+                            return
+                        except asyncio.TimeoutError:
+                            pass
+                    turn_end = self._turn_end()
+                    continue
                 batch = Batch(state, self._on_lost)
                 state.keeper.start()
                 try:
                     yield batch
                 finally:
-                    await asyncio.shield(core.finish(state))
+                    await asyncio.shield(core.finish(state, self._failed))
+                turn_end = self._turn_end()
         finally:
             await core.close()
 
@@ -206,15 +225,43 @@ class Claims(ClaimsBase[Batch, asyncio.Event]):
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        # the block raised: the current batch's claims are given back as failed
+        self._failed = isinstance(exc, Exception)
         await self.aclose()
+
+    async def run(self, handler: Callable[[Batch], Awaitable[Any]]) -> None:
+        """await handler(batch) for each batch until the loop ends; see `work`."""
+        async with self:
+            async for batch in self:
+                try:
+                    await handler(batch)
+                except Exception as exc:
+                    _core.log.warning("dlock: the handler failed on %d claimed row(s), given back"
+                                      " to be retried: %r", len(batch.outstanding), exc)
+                    try:
+                        await batch.fail()
+                    except Error as err:
+                        _core.log.warning("dlock: could not give back %d claim(s) (they lapse by"
+                                          " themselves): %s", len(batch.outstanding), err)
 
 
 def claims(conninfo: str, table: str, holder: str, n: int = 10, ttl: Seconds = 30, *,
            filter: Optional[str] = None, order_by: Optional[str] = None,
-           max_attempts: Optional[int] = None, poll: Seconds = 1.0, until_empty: bool = False,
-           stop: Optional[asyncio.Event] = None,
+           max_attempts: Optional[int] = None, wait: Optional[Seconds] = None,
+           poll: Seconds = 1.0, group_by: Optional[str] = None, per_group: Optional[int] = None,
+           fair: bool = False, backoff: Optional[Seconds] = None,
+           backoff_max: Optional[Seconds] = None, retry_after: Optional[Seconds] = None,
+           until_empty: bool = False, stop: Optional[asyncio.Event] = None,
            on_lost: Optional[Callable[[Batch], Any]] = None, **connect_kwargs: Any) -> Claims:
     """The asyncio claim loop; arguments as `dlock.claims`."""
     return Claims(conninfo, table, holder, n, ttl, filter=filter, order_by=order_by,
-                  max_attempts=max_attempts, poll=poll, until_empty=until_empty, stop=stop,
+                  max_attempts=max_attempts, wait=wait, poll=poll, group_by=group_by,
+                  per_group=per_group, fair=fair, backoff=backoff, backoff_max=backoff_max,
+                  retry_after=retry_after, until_empty=until_empty, stop=stop,
                   on_lost=on_lost, **connect_kwargs)
+
+
+async def work(conninfo: str, table: str, holder: str, handler: Callable[[Batch], Awaitable[Any]],
+               n: int = 10, ttl: Seconds = 30, **options: Any) -> None:
+    """The asyncio twin of `dlock.work` (handler is awaited)."""
+    await claims(conninfo, table, holder, n, ttl, **options).run(handler)
