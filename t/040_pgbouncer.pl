@@ -39,6 +39,13 @@
 #     only the other rows while A's claims are live, its fenced completion
 #     of A's rows completes nothing, A's own completion after giving the
 #     claims back completes nothing, and the rows are claimable again.
+#  5. Waiting claims (issue 38): a claim that waits (dlock_claim's wait) is
+#     one statement, so through the pooler it holds one server connection
+#     while it waits, and the other clients' transactions run on the other;
+#     a row another client inserts through the pooler wakes it at the
+#     insert's commit and it returns that row.  A client that goes away
+#     while its claim waits leaves nothing queued in dlock_waiters once the
+#     pooler has closed its server connection.
 
 use strict;
 use warnings;
@@ -508,6 +515,72 @@ COMMIT;});
 		'exactly A\'s fenced completion reached the table');
 
 	$_->quit for ($a, $b, $c);
+}
+
+# ---------------------------------------------------------------------------
+# 5. a waiting claim through the pooler, woken by an insert through it
+# ---------------------------------------------------------------------------
+{
+	$node->safe_psql('postgres', q{
+CREATE TABLE wjobs (id int PRIMARY KEY, payload text);
+SELECT dlock_claim_wakeup('wjobs');
+});
+	my $w = client('W');
+	my $i = client('I');
+	# one waiting claim: it holds one of the pool's two server connections
+	$w->send(q{SELECT string_agg(id::text, ',') FROM dlock_claim(NULL::wjobs, 'waiter', 5, '1 min', wait => '60 s')});
+	my $queued = 0;
+	for (1 .. 300)
+	{
+		$queued = $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_waiters WHERE holder = 'waiter'});
+		last if $queued eq '1';
+		usleep(50_000);
+	}
+	is($queued, '1', 'the claim waits in the server, seen in dlock_waiters');
+	my ($pid_ins, $ins) = $i->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+INSERT INTO wjobs VALUES (7, 'x') RETURNING id;
+COMMIT;});
+	is($ins, '7', 'another client inserts a row through the pooler meanwhile');
+	my ($got, $err) = $w->result;
+	is($got, '7', 'the waiting claim returns the inserted row');
+	is($err, '', 'without an error');
+	is( $node->safe_psql('postgres',
+			q{SELECT string_agg(holder || ':' || key, ',') FROM dlock_claims WHERE table_name = 'wjobs'::regclass}),
+		'waiter:7', 'and holds its claim');
+
+	# a client that goes away while its claim waits leaves nothing queued
+	my $gone = client('G');
+	$gone->send(q{SELECT count(*) FROM dlock_claim(NULL::wjobs, 'gone', 1, '1 min', wait => '60 s')});
+	for (1 .. 300)
+	{
+		last if $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_waiters WHERE holder = 'gone'}) eq '1';
+		usleep(50_000);
+	}
+	$gone->{h}->kill_kill;
+	my $left = '1';
+	for (1 .. 600)
+	{
+		$left = $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_waiters WHERE holder = 'gone'});
+		last if $left eq '0';
+		usleep(50_000);
+	}
+	is($left, '0', 'a client gone while its claim waited leaves no waiter behind');
+	my ($pid_after, $after) = $i->txn(q{
+BEGIN;
+SELECT pg_backend_pid();
+INSERT INTO wjobs VALUES (8, 'y') RETURNING id;
+COMMIT;});
+	is($after, '8', 'and the pool serves the other clients afterwards');
+	is( $node->safe_psql('postgres',
+			q{SELECT count(*) FROM dlock_claims WHERE holder = 'gone'}),
+		'0', 'the gone client claimed nothing');
+
+	$_->quit for ($w, $i);
 }
 
 $bouncer->kill_kill;
