@@ -189,7 +189,7 @@ one_handoff(Mode mode, PGconn *holder, PGconn *waiter, PGconn *monitor,
 		[MODE_CLAIM] = {"SELECT true",
 			"SELECT count(*) = 1 FROM dlock_claim(NULL::bench_wjobs, 'waiter', 1,"
 			" '60 s', wait => '10 s')",
-			"INSERT INTO bench_wjobs (payload) VALUES ('job')",
+			"INSERT INTO bench_wjobs (payload) VALUES ('job') RETURNING id",
 			"WITH d AS (DELETE FROM bench_wjobs RETURNING id)"
 		" SELECT count(*) FROM dlock_complete('bench_wjobs', 'waiter', ARRAY(SELECT id FROM d))"},
 	};

@@ -178,16 +178,22 @@ dlock_claim_batch(const ClaimRequest *req, ClaimCandidate *c, int n, Oid role,
 	int		   *order = palloc(sizeof(int) * n);
 	TimestampTz now;
 	int			claimed;
+	DlockKeyLock *group_locks;
+	int			ngroup_locks;
 
 	for (int i = 0; i < n; i++)
 		order[i] = i;
 	qsort_arg(order, n, sizeof(int), candidate_cmp, c);
-	/* group_by with per_group: at most its room per group (claim_group.c) */
-	dlock_claim_group_limit(req, c, n);
+	/*
+	 * group_by with per_group: at most its room per group, under the
+	 * groups' locks until the claims are written (claim_group.c)
+	 */
+	group_locks = dlock_claim_group_limit(req, c, n, &ngroup_locks);
 	look_and_lock(req, c, order, n);
 	now = GetCurrentTimestamp();
 	claimed = decide_and_write(req, c, order, n, role, now, token,
 							   redelivered);
+	dlock_claim_group_unlock(group_locks, ngroup_locks);
 
 	for (int i = 0; i < n; i++)
 	{

@@ -8,17 +8,25 @@
  *		batch's part (claim_batch.c): the group's lock and its recount.
  *
  * The cap, per_group, is kept by the batch: for each group among its
- * candidates it takes the group's lock (class DG, on the table and the
- * group's text) without waiting, holds it to the end of the transaction,
- * counts the group's occupying claims at the latest committed state (and
- * this transaction's own), and lets through at most per_group minus that
- * count, in the order of the candidates (the caller's order_by).  A claimer
- * that cannot take the lock drops that group's candidates.  Every write
- * of a claim in a group is made under its lock, and the lock is given
- * back only when the transaction that wrote has committed or aborted, so
- * the next holder's count includes every claim written before: the count
- * and the claims written on it are serialized.
- *
+ * candidates, in the order of the groups' texts, it takes the group's lock
+ * (class DG, on the table and the group's text), counts the group's
+ * occupying claims with a dirty snapshot (committed ones, and those other
+ * transactions are writing or deleting right now: a claim written under
+ * the lock and not yet committed counts), and lets through at most
+ * per_group minus that count, in the order of the candidates (the
+ * caller's order_by).  The lock is held only while the batch counts and
+ * writes, and given back once its claims are written (not at the end of
+ * the transaction): the next holder's dirty count sees those claims,
+ * committed or not, so the count and the claims written on it are
+ * serialized.  A claim being written that then rolls back was counted
+ * while it lasted: the cap errs on the safe side.  Held to the end of the
+ * transaction instead, the locks made claimers of a table with few groups
+ * take turns (16 workers over 100 groups: 0.03x the rows per second of
+ * claims without groups).  The locks are taken in one order, that of the
+ * groups' texts, and nothing else is waited for while they are held but
+ * the row lock of a sweep's short transaction: claimers cannot wait for
+ * each other in a cycle.
+
  * The scan's part is an estimate that saves work: a group whose
  * occupying claims (dirty snapshot: claims being written count too) reach
  * per_group has its rows rejected by the per-row check with one hash
@@ -230,22 +238,26 @@ candidate_group_cmp(const void *a, const void *b, void *arg)
 
 /*
  * The batch's part, before its first look (claim_batch.c): per group of
- * the candidates c[0..n-1], its lock taken without waiting and kept to
- * the end of the transaction, its occupying claims counted at the latest
- * committed state, and at most per_group minus that many of its
- * candidates kept, the first in the candidates' order; the others are
- * dropped (c[i].dropped).  A group whose lock another claimer holds has
- * all its candidates dropped.
+ * the candidates c[0..n-1], its lock taken (in the groups' order), its
+ * occupying claims counted with a dirty snapshot, and at most per_group
+ * minus that many of its candidates kept, the first in the candidates'
+ * order; the others are dropped (c[i].dropped).  Returns the locks held,
+ * *nlocks of them, which the batch gives back with
+ * dlock_claim_group_unlock once its claims are written.
  */
-void
-dlock_claim_group_limit(const ClaimRequest *req, ClaimCandidate *c, int n)
+DlockKeyLock *
+dlock_claim_group_limit(const ClaimRequest *req, ClaimCandidate *c, int n,
+						int *nlocks)
 {
 	Oid			relid = req->target->claim_relid;
 	int		   *order;
 	int			k = 0;
+	DlockKeyLock *locks;
 
+	*nlocks = 0;
 	if (req->group_by == NULL || req->per_group <= 0 || n == 0)
-		return;
+		return NULL;
+	locks = palloc(sizeof(DlockKeyLock) * n);
 	order = palloc(sizeof(int) * n);
 	for (int i = 0; i < n; i++)
 		order[i] = i;
@@ -255,20 +267,29 @@ dlock_claim_group_limit(const ClaimRequest *req, ClaimCandidate *c, int n)
 		text	   *grp = c[order[k]].grp;
 		DlockKeyLock kl = dlock_key_for_group(relid, VARDATA_ANY(grp),
 											  VARSIZE_ANY_EXHDR(grp));
-		int			room = 0;
+		int			room;
 
 		CHECK_FOR_INTERRUPTS();
-		if (dlock_key_trylock(&kl, ExclusiveLock))
-		{
-			room = req->per_group -
-				dlock_claim_store_group_count(relid, grp, false,
-											  GetCurrentTimestamp());
-			/* nothing will be written in it: no need to keep it */
-			if (room <= 0)
-				dlock_key_unlock(&kl, ExclusiveLock);
-		}
+		dlock_key_lock(&kl, ExclusiveLock);
+		room = req->per_group -
+			dlock_claim_store_group_count(relid, grp, true,
+										  GetCurrentTimestamp());
+		/* nothing will be written in it: no need to keep it */
+		if (room <= 0)
+			dlock_key_unlock(&kl, ExclusiveLock);
+		else
+			locks[(*nlocks)++] = kl;
 		for (; k < n && dlock_text_cmp(&c[order[k]].grp, &grp) == 0; k++)
 			c[order[k]].dropped = room-- <= 0;
 	}
 	pfree(order);
+	return locks;
+}
+
+/* Give back the group locks dlock_claim_group_limit took. */
+void
+dlock_claim_group_unlock(DlockKeyLock *locks, int nlocks)
+{
+	for (int i = 0; i < nlocks; i++)
+		dlock_key_unlock(&locks[i], ExclusiveLock);
 }

@@ -285,8 +285,10 @@ extern void dlock_claim_group_passed(void *entry);
 extern void dlock_claim_groups_taken(ClaimGroups *g,
 									 struct ClaimCandidate *c, int n);
 extern bool dlock_claim_groups_next_round(ClaimGroups *g, int need);
-extern void dlock_claim_group_limit(const ClaimRequest *req,
-									struct ClaimCandidate *c, int n);
+extern DlockKeyLock *dlock_claim_group_limit(const ClaimRequest *req,
+											 struct ClaimCandidate *c, int n,
+											 int *nlocks);
+extern void dlock_claim_group_unlock(DlockKeyLock *locks, int nlocks);
 
 /* ----------------
  * claim_unheld.c
