@@ -10,7 +10,7 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const dlock = require('..')
-const { waitUntil, server, logRecords } = require('./helpers')
+const { waitUntil, server, logRecords, claimsOf } = require('./helpers')
 
 module.exports = function claims38Tests(db, app) {
   const table = async (name, wakeup = true) => {
@@ -30,7 +30,6 @@ module.exports = function claims38Tests(db, app) {
   }
   const claimCalls = (mark, name) =>
     logRecords(server.logSince(mark)).filter((r) => r.text.includes(`dlock_claim(NULL::${name},`)).length
-  const liveClaims = async () => (await db.query('SELECT count(*)::int AS n FROM dlock_claims')).rows[0].n
 
   test('claims38 wait: a waiting loop is woken by an insert, in the one call that waited', async () => {
     await table('node_wjobs')
@@ -77,7 +76,7 @@ module.exports = function claims38Tests(db, app) {
     assert.deepEqual(calls, [[1, 2]]) // not delivered again: it backs off
     assert.deepEqual(errors, ['send failed'])
     assert.deepEqual(await claimable('node_rjobs'), [])
-    assert.equal(await liveClaims(), 0)
+    assert.deepEqual(await claimsOf(db, 'node_rjobs'), { 1: 'backoff' }) // shown in its backoff, no holder
   })
 
   test('claims38 retry: retryAfter null is the claim\'s backoff; Batch.fail', async () => {
@@ -95,6 +94,7 @@ module.exports = function claims38Tests(db, app) {
       assert.deepEqual(batch.outstanding, [2])
       break // 2 given back as before
     }
+    assert.deepEqual(await claimsOf(db, 'node_fjobs'), { 1: 'backoff' }) // 2 plainly: no backoff
     assert.deepEqual(await claimable('node_fjobs'), [2])
   })
 
@@ -129,7 +129,7 @@ module.exports = function claims38Tests(db, app) {
     assert.deepEqual(out, [])
     assert.ok(await waitUntil(async () => (await waiting('node_sjobs')) === 0, 10000)) // no waiter left
     await db.query('INSERT INTO node_sjobs (id) VALUES (1)')
-    assert.equal(await liveClaims(), 0)
+    assert.deepEqual(await claimsOf(db, 'node_sjobs'), {})
     assert.deepEqual(await claimable('node_sjobs'), [1])
   })
 }

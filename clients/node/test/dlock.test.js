@@ -7,7 +7,7 @@ const assert = require('node:assert/strict')
 const path = require('path')
 const { fork } = require('child_process')
 const dlock = require('..')
-const { env, pool, sleep, waitUntil, key, server, holderOf } = require('./helpers')
+const { env, pool, sleep, waitUntil, key, server, holderOf, claimsOf } = require('./helpers')
 
 const SLACK = 2000 // scheduling slack (ms) for "signalled by the deadline" on a loaded machine
 const DSN = env('DLOCK_TEST_DSN')
@@ -276,11 +276,18 @@ test('claims: renewed while working, given back when the body ends', async () =>
     await db.query('UPDATE node_small_jobs SET status = 1 WHERE id = ANY($1)', [done])
   }
   assert.deepEqual(batches, [['1', '2', '3'], ['3', '4', '5'], ['6', '7']])
-  for await (const batch of dlock.claims(app, 'node_small_jobs', 'leaver', { n: 4, ttl: 30 })) {
+  assert.deepEqual(await claimsOf(db, 'node_small_jobs'), {})
+  let left
+  for await (const batch of dlock.claims(app, 'node_small_jobs', 'leaver', { n: 4, ttl: 30, orderBy: 'id' })) {
     assert.equal(batch.keys.length, 4)
+    left = batch.keys.map(String)
     break // given back
   }
-  assert.equal((await db.query('SELECT count(*)::int AS n FROM dlock_claims')).rows[0].n, 0)
+  // at once and plainly (not as failed: no backoff), claimable by another
+  assert.deepEqual(await claimsOf(db, 'node_small_jobs'), {})
+  const peek = await db.query("SELECT id::text FROM dlock_claim(NULL::node_small_jobs, 'peeker', 4, order_by => 'id')")
+  await db.query("SELECT dlock_unclaim('node_small_jobs'::regclass, 'peeker')")
+  assert.deepEqual(peek.rows.map((r) => r.id), left)
 })
 
 test('claims: every row completed once across two workers, one killed mid-batch', async () => {

@@ -97,4 +97,15 @@ async function holderOf(db, k) {
   return r.rows.length ? [r.rows[0].holder, r.rows[0].token] : null
 }
 
-module.exports = { env, config, pool, sleep, waitUntil, key, server, holderOf, logRecords }
+// The rows of dlock_claims on table (only its own: other tests leave rows
+// in their backoff), key -> 'live' (a holder's unexpired claim),
+// 'backoff' (no holder, claimable again only later: given back as failed)
+// or 'other'.
+async function claimsOf(db, table) {
+  const r = await db.query(`SELECT key, CASE WHEN holder IS NOT NULL AND expires_at > clock_timestamp() THEN 'live'
+      WHEN holder IS NULL AND retry_at > clock_timestamp() THEN 'backoff' ELSE 'other' END AS state
+    FROM dlock_claims WHERE table_name = $1::regclass ORDER BY key`, [table])
+  return Object.fromEntries(r.rows.map((x) => [x.key, x.state]))
+}
+
+module.exports = { env, config, pool, sleep, waitUntil, key, server, holderOf, logRecords, claimsOf }

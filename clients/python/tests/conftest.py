@@ -137,3 +137,15 @@ def log_records(text: str) -> List[Dict[str, str]]:
         elif level == "DETAIL" and pid in last:
             last[pid]["detail"] += rest
     return out
+
+
+def claims_of(db: psycopg.Connection, table: str) -> Dict[str, str]:
+    """The rows of dlock_claims on table (only its own: other tests leave
+    rows in their backoff), key -> 'live' (a holder's unexpired claim) or
+    'backoff' (no holder, claimable again only later: given back as failed)
+    or 'other'."""
+    rows = db.execute(
+        "SELECT key, CASE WHEN holder IS NOT NULL AND expires_at > clock_timestamp() THEN 'live'"
+        " WHEN holder IS NULL AND retry_at > clock_timestamp() THEN 'backoff' ELSE 'other' END"
+        " FROM dlock_claims WHERE table_name = %s::regclass ORDER BY key", (table,)).fetchall()
+    return {r[0]: r[1] for r in rows}

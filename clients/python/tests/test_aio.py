@@ -9,7 +9,7 @@ import pytest
 
 import dlock
 import dlock.aio
-from conftest import holder_of, wait_until
+from conftest import claims_of, holder_of, wait_until
 
 
 def run(coro):
@@ -139,4 +139,4 @@ def test_aio_claim_loop(dsn, db):
 
     assert run(main()) == [[1, 2, 3, 4], [3, 4], [4]]
     assert db.execute("SELECT count(*) FROM aio_jobs WHERE status = 0").fetchone() == (0,)
-    assert db.execute("SELECT count(*) FROM dlock_claims").fetchone() == (0,)
+    assert claims_of(db, "aio_jobs") == {}

@@ -92,11 +92,11 @@ class Claims(ClaimsBase[Batch, threading.Event]):
     _loop: Optional[LoopThread] = None
     # weakly: the generator refers to self, and must be closed (its
     # claims given back) as soon as the for loop drops it
+    # (a ``with`` block too: a ``break`` gives the batch back at once, as
+    # before 0.5; Python cannot tell a break from an exception leaving the
+    # for loop, so a blocking loop gives its batch back as failed only when
+    # the block raises while the generator is still alive: see __exit__)
     _gen: Optional["weakref.ref[Generator[Batch, None, None]]"] = None
-    # inside ``with``: strongly, so that a body's exception leaving the for
-    # loop reaches __exit__ before the batch is given back (as failed)
-    _within = False
-    _strong: Optional[Generator[Batch, None, None]] = None
 
     def _new_flag(self) -> threading.Event:
         return threading.Event()
@@ -106,8 +106,6 @@ class Claims(ClaimsBase[Batch, threading.Event]):
         if gen is None:
             gen = self._iterate()
             self._gen = weakref.ref(gen)
-        if self._within:
-            self._strong = gen
         return gen
 
     def _iterate(self) -> Generator[Batch, None, None]:
@@ -154,18 +152,15 @@ class Claims(ClaimsBase[Batch, threading.Event]):
             gen.close()
 
     def __enter__(self) -> "Claims":
-        self._within = True
         return self
 
     def __exit__(self, exc_type: Optional[Type[BaseException]],
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
-        # the block raised: the current batch's claims are given back as failed
+        # the block raised and the batch is still held (its iterator kept
+        # alive, e.g. by next()): given back as failed.  A for loop that the
+        # exception left has given its batch back already, plainly.
         self._failed = isinstance(exc, Exception)
-        try:
-            self.close()
-        finally:
-            self._within = False
-            self._strong = None
+        self.close()
 
     def run(self, handler: Callable[[Batch], Any]) -> None:
         """handler(batch) for each batch until the loop ends; see `work`."""
