@@ -5,7 +5,7 @@
 #   sudo bash scripts/test-clients.sh        (scripts/test.sh runs it too)
 #
 # On Debian 12, 13 or unstable, as root: installs what is missing (what
-# scripts/lib.sh needs for dlock, and python3-psycopg python3-pytest
+# scripts/lib.sh needs for dlock, and python3-psycopg python3-pytest python3-mypy
 # python3-venv python3-setuptools, nodejs and npm unless a
 # node and npm are on PATH, pgbouncer), builds and installs dlock (unless
 # DLOCK_CLIENTS_NO_BUILD=1: scripts/test.sh has just done it), copies
@@ -23,7 +23,7 @@
 #           clients/python (no package index used), then pytest; and the
 #           same install with the package's own wheel builder (what runs
 #           where setuptools needs the absent wheel package), checked by an
-#           import (one test);
+#           import (one test); and mypy --strict over the package (one test);
 #   Node:   `npm ci` in clients/node (pg from the npm registry, as locked
 #           in package-lock.json), then `node --test`.
 # Prints each runner's summary and, last, `N passed, N failed` (tests of
@@ -150,7 +150,7 @@ if [ ${#PY_K[@]} -gt 0 ]; then
 fi
 [ "${DLOCK_FAIL_FAST:-0}" = 1 ] && PYTEST_ARGS+=(-x)
 DLOCK_PACKAGES+=(pgbouncer)
-want python && DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools)
+want python && DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools python3-mypy)
 # node and npm: Debian's, unless some are on PATH already (a NodeSource
 # nodejs brings its own npm, which Debian's npm package would conflict with)
 if want node; then
@@ -300,6 +300,19 @@ assert any(r.startswith("psycopg") for r in m.requires("pg-dlock"))'); then
             tail -n 30 "$WORK/pip.log"
             NOTES+=("FAIL: [python] installing clients/python with its own wheel builder (log $WORK/pip.log)")
             FAILED=$((FAILED + 1))
+        fi
+        # the package is typed (py.typed): its annotations must check
+        if [ ${#PY_K[@]} -eq 0 ]; then
+            echo "==> [python] mypy --strict src/dlock"
+            if (cd "$WORK/src/clients/python" && $PY -m mypy --strict --cache-dir "$WORK/mypy-cache" src/dlock) \
+                    >"$WORK/mypy.log" 2>&1; then
+                echo "==> [python] 1 passed, 0 failed   ($(tail -n 1 "$WORK/mypy.log"))"
+                PASSED=$((PASSED + 1))
+            else
+                tail -n 30 "$WORK/mypy.log"
+                NOTES+=("FAIL: [python] mypy --strict found type errors (log $WORK/mypy.log)")
+                FAILED=$((FAILED + 1))
+            fi
         fi
     else
         tail -n 30 "$WORK/pip.log"
