@@ -171,9 +171,8 @@ dlock_claim_store_group_count(Oid relid, text *grp, bool dirty,
 		slot_getallattrs(slot);
 		if (!slot->tts_isnull[Anum_poisoned_at - 1])
 			continue;
-		until = DatumGetTimestampTz(slot->tts_values[Anum_expires_at - 1]);
-		if (!slot->tts_isnull[Anum_retry_at - 1])
-			until = DatumGetTimestampTz(slot->tts_values[Anum_retry_at - 1]);
+		/* occupying: live, or in its backoff (as for claimers) */
+		until = dlock_claim_slot_free_at(slot);
 		if (until <= now)
 			continue;
 		if (n == max)
