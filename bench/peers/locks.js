@@ -260,7 +260,10 @@ for (const name of ['redlock', 'redlock-everysec']) {
     async open() {
       const redis = new Redis({ host: '127.0.0.1', port: REDIS_PORT[name], lazyConnect: true })
       redis.on('error', noop)
-      await redis.connect()
+      await redis.connect().catch((err) => {
+        redis.disconnect()
+        throw err
+      })
       const redlock = new Redlock([redis]) // defaults as shipped
       redlock.on('clientError', noop) // its errors also reject the lock's promise
       return {
@@ -307,8 +310,9 @@ async function meta(c) {
     }
   }
   const redis = new Redis({ host: '127.0.0.1', port: REDIS_PORT[c], lazyConnect: true })
-  await redis.connect()
+  redis.on('error', noop)
   try {
+    await redis.connect()
     const info = await redis.info('server')
     const ver = /redis_version:(\S+)/.exec(info)[1]
     const aof = (await redis.config('GET', 'appendonly'))[1]
