@@ -184,6 +184,67 @@ function reserve(keys, holder, label) {
   }
 }
 
+// Connections of leases and claim loops that ended, kept for the next of
+// the same pool (pool -> clients, the newest last): a lease costs two
+// statements instead of a new server session (a TCP connect, the startup
+// and a backend fork: tens of ms, more than the lease's two commits).
+// Kept: at most the pool's max (10), each closed after the pool's
+// idleTimeoutMillis (10 s; 0: never) unused; a kept client never keeps the
+// process alive (unref), and one that ends or fails (a server restart) is
+// forgotten at once; pool.end() ends them.  Only a client idle and without
+// an error is kept.
+const KEPT = new WeakMap()
+
+function keep(pool, client) {
+  const kept = KEPT.get(pool) || []
+  const o = pool.options
+  if (pool.ending || pool.ended || kept.length >= (o.max || 10)) {
+    client.end().catch(noop)
+    return
+  }
+  if (!KEPT.has(pool)) {
+    KEPT.set(pool, kept)
+    // pool.end() ends the kept clients too, as it ends its own idle ones
+    const end = pool.end
+    pool.end = function (...args) {
+      for (const c of kept.splice(0)) {
+        clearTimeout(c._dlockIdle)
+        c.end().catch(noop)
+      }
+      return end.apply(this, args)
+    }
+  }
+  const forget = () => {
+    const i = kept.indexOf(client)
+    if (i >= 0) kept.splice(i, 1)
+    clearTimeout(client._dlockIdle)
+    client.removeListener('end', forget)
+    client.removeListener('error', forget)
+  }
+  client._dlockForget = forget
+  client.once('end', forget)
+  client.once('error', forget)
+  const idle = o.idleTimeoutMillis === undefined ? 10000 : o.idleTimeoutMillis
+  if (idle > 0) {
+    client._dlockIdle = setTimeout(() => {
+      forget()
+      client.end().catch(noop)
+    }, idle)
+    client._dlockIdle.unref()
+  }
+  if (typeof client.unref === 'function') client.unref()
+  kept.push(client)
+}
+
+function takeKept(pool) {
+  const kept = KEPT.get(pool)
+  const client = kept && kept[kept.length - 1]
+  if (!client) return null
+  client._dlockForget()
+  if (typeof client.ref === 'function') client.ref()
+  return client
+}
+
 // A connection of the client's own, made with a pool's settings (as the
 // pool makes its clients: new pool.Client(pool.options); not its 'connect'
 // listeners) but never taken from the pool nor given to it: what a lease
@@ -192,6 +253,8 @@ function reserve(keys, holder, label) {
 // hold a renewal up.  It offers a pool's connect() to Caller: the client
 // given back without an error is kept for the next call; given back with
 // one (or timed out), it is closed, and the next call makes a new one.
+// Closed while no call has it and none failed, the client is kept for the
+// next OwnConnection of the pool (keep, above), else ended.
 class OwnConnection {
   constructor(pool) {
     if (!pool || typeof pool.Client !== 'function' || !pool.options || typeof pool.options !== 'object') {
@@ -206,19 +269,25 @@ class OwnConnection {
   connect() {
     if (this._closed) return Promise.reject(new DlockError('the connection of the lease is closed'))
     if (!this._ready) {
-      const client = new this._pool.Client(this._pool.options)
-      client.on('error', noop) // reported through the query; the client is dropped
+      const kept = takeKept(this._pool)
+      const client = kept || new this._pool.Client(this._pool.options)
+      if (!kept) client.on('error', noop) // reported through the query; the client is dropped
       client._dlockListening = true
+      client._dlockBusy = 0 // calls that have it (connect() to release())
       client.release = (err) => {
+        client._dlockBusy--
         if (err) this._drop(client)
       }
       this._client = client
-      this._ready = client.connect().then(() => client, (err) => {
+      this._ready = kept ? Promise.resolve(client) : client.connect().then(() => client, (err) => {
         this._drop(client)
         throw err
       })
     }
-    return this._ready
+    return this._ready.then((client) => {
+      client._dlockBusy++
+      return client
+    })
   }
 
   _drop(client) {
@@ -226,14 +295,24 @@ class OwnConnection {
       this._client = null
       this._ready = null
     }
+    client._dlockDropped = true
     client.end().catch(noop)
   }
 
   // closes the connection (a hung statement on it too); forGood: no other
-  // is made after
+  // is made after.  A client no call has and none failed on is kept for
+  // the pool's next lease.
   close(forGood = false) {
     if (forGood) this._closed = true
-    if (this._client) this._drop(this._client)
+    const client = this._client
+    if (!client) return
+    this._client = null
+    const ready = this._ready
+    this._ready = null
+    ready.then(() => {
+      if (client._dlockBusy === 0 && !client._dlockDropped) keep(this._pool, client)
+      else client.end().catch(noop)
+    }, noop)
   }
 }
 

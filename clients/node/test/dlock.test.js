@@ -68,6 +68,60 @@ test('acquire: NotAcquiredError, then a wait that ends with the key', async () =
   assert.ok(!server.logSince(mark).includes(k), 'a call was made after the release')
 })
 
+test('one connection serves leases one after another; a kept one that died is not used', async () => {
+  const name = `reuse-${key()}`
+  const mine = pool(DSN, { application_name: name, max: 2 })
+  const backends = async () => (await db.query(
+    'SELECT array_agg(pid ORDER BY pid) AS p FROM pg_stat_activity WHERE application_name = $1', [name])).rows[0].p || []
+  try {
+    for (let i = 0; i < 5; i++) {
+      const k = key()
+      await dlock.withLease(mine, k, { ttl: 5 }, async (lease) => {
+        assert.deepEqual(await holderOf(db, k), [lease.holder, lease.token])
+      })
+      assert.equal(await holderOf(db, k), null)
+    }
+    const kept = await backends()
+    assert.equal(kept.length, 1, 'the leases did not share one connection')
+    // two at once: two connections, both kept (max 2)
+    await Promise.all([key(), key()].map((k) => dlock.withLease(mine, k, { ttl: 5 }, () => sleep(200))))
+    assert.equal((await backends()).length, 2)
+    // the kept ones killed: the next lease (no wait) still gets its key
+    await db.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name])
+    const k = key()
+    const lease = await dlock.acquire(mine, k, { ttl: 5 })
+    assert.deepEqual(await holderOf(db, k), [lease.holder, lease.token])
+    assert.equal(await lease.release(), true)
+    const now = await backends()
+    assert.equal(now.length, 1)
+    assert.ok(!kept.includes(now[0]), 'a terminated backend was reused')
+  } finally {
+    await mine.end()
+  }
+})
+
+test('a kept connection is closed after the pool\'s idleTimeoutMillis and never holds the process', async () => {
+  const name = `idle-${key()}`
+  const mine = pool(DSN, { application_name: name, idleTimeoutMillis: 500 })
+  const count = async () => (await db.query(
+    'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [name])).rows[0].n
+  try {
+    await dlock.withLease(mine, key(), { ttl: 5 }, async () => {})
+    assert.equal(await count(), 1)
+    assert.ok(await waitUntil(async () => (await count()) === 0, 10000), 'the kept connection was not closed')
+  } finally {
+    await mine.end()
+  }
+  // a process whose last lease ended exits, its connection kept for good
+  // (idleTimeoutMillis 0): else it runs into execFileSync's time limit
+  const code = `const { Pool } = require('pg'); const d = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const p = new Pool({ ...${JSON.stringify(require('./helpers').config(DSN))}, idleTimeoutMillis: 0 });
+    d.withLease(p, ${JSON.stringify(key())}, { ttl: 5 }, async () => {}).then(() => p.end()).then(() => console.log('done'))`
+  const out = require('child_process').execFileSync(process.execPath, ['-e', code],
+    { cwd: path.join(__dirname, '..'), timeout: 60000 })
+  assert.equal(out.toString().trim(), 'done')
+})
+
 test('errors carry the SQLSTATE (err.code)', async () => {
   await assert.rejects(dlock.acquire(app, key(), { ttl: 31 * 86400 }), (e) => e.code === '22023')
   await assert.rejects(dlock.acquire(app, 'k'.repeat(2000), { ttl: 5 }), (e) => e.code === '22023')
