@@ -50,7 +50,8 @@
 // ms per job of the busiest statements)}.
 //
 // Environment: PGHOST PGPORT PGUSER PGDATABASE (PGPASSWORD), ROUNDS (3),
-// DURATION (3), CONTENDERS, SECTIONS, TRIALS (100), PAYLOAD_BYTES (200), PROFILE.
+// DURATION (3), CONTENDERS, SECTIONS, TRIALS (100), PAYLOAD_BYTES (200), PROFILE;
+// WORKERS, BATCHES ("1 4 16", "1 20": a subset for development).
 // Only JSON lines on stdout; progress on stderr.  Every run is bounded by
 // 10x its duration (+30 s): a hang fails its contender.  Nothing is asserted.
 
@@ -66,8 +67,6 @@ const FILES = {
   'pg-boss': 'pgboss.js',
   'graphile-worker': 'graphile.js',
 }
-const WORKERS = [1, 4, 16]
-const BATCHES = [1, 20]
 const ABANDONED = 100000
 
 const env = process.env
@@ -78,6 +77,8 @@ const ROUNDS = Number(env.ROUNDS || 3)
 const DURATION = Number(env.DURATION || 3)
 const TRIALS = Number(env.TRIALS || 100)
 const PROFILE = env.PROFILE === '1'
+const WORKERS = list(env.WORKERS, ['1', '4', '16']).map(Number) // for development: a subset
+const BATCHES = list(env.BATCHES, ['1', '20']).map(Number)
 const ctx = {
   pg: {
     host: env.PGHOST || '127.0.0.1',
