@@ -114,7 +114,7 @@ CREATE FUNCTION dlock_claims(OUT table_name pg_catalog.regclass, OUT key text,
                              OUT retry_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_claims_sql'
-LANGUAGE C VOLATILE PARALLEL RESTRICTED
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claims() IS
 'unexpired claims, and lapsed ones in their backoff, at the latest committed state that the caller may see (the rows of the dlock_claims view)';
@@ -160,3 +160,11 @@ COMMENT ON FUNCTION dlock_stats() IS
 'counters since server start (one row; no row unless dlock is in shared_preload_libraries)';
 COMMENT ON FUNCTION dlock_waiters() IS
 'backends waiting in dlock_acquire, and claims waiting for rows (key: claim:schema.table), in this database that the caller may see (needs dlock in shared_preload_libraries)';
+
+-- the functions that read dlock's tables with a snapshot of their own
+-- (GetLatestSnapshot) cannot run in a parallel plan, not even in its
+-- leader: a query with a Gather anywhere failed with "cannot update
+-- SecondarySnapshot during a parallel operation"
+ALTER FUNCTION dlock_locks() PARALLEL UNSAFE;
+ALTER FUNCTION dlock_dead_claims() PARALLEL UNSAFE;
+ALTER FUNCTION dlock_leader(text) PARALLEL UNSAFE;

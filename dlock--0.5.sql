@@ -458,7 +458,7 @@ CREATE FUNCTION dlock_locks(OUT key text, OUT holder text,
                             OUT expires_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_locks_sql'
-LANGUAGE C VOLATILE PARALLEL RESTRICTED
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_locks() IS
 'unexpired leases at the latest committed state that the caller may see (the rows of the dlock_locks view)';
@@ -474,7 +474,7 @@ CREATE FUNCTION dlock_claims(OUT table_name pg_catalog.regclass, OUT key text,
                              OUT retry_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_claims_sql'
-LANGUAGE C VOLATILE PARALLEL RESTRICTED
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_claims() IS
 'unexpired claims, and lapsed ones in their backoff, at the latest committed state that the caller may see (the rows of the dlock_claims view)';
@@ -489,7 +489,7 @@ CREATE FUNCTION dlock_dead_claims(OUT table_name pg_catalog.regclass, OUT key te
                                   OUT poisoned_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_dead_claims_sql'
-LANGUAGE C VOLATILE PARALLEL RESTRICTED
+LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_dead_claims() IS
 'claims set aside after max_attempts deliveries that the caller may see (the rows of the dlock_dead_claims view)';
@@ -575,7 +575,7 @@ CREATE FUNCTION dlock_leader(key text, OUT holder text,
                              OUT expires_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_leader_sql'
-LANGUAGE C VOLATILE PARALLEL RESTRICTED ROWS 1
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_leader(text) IS
 'the live lease of key at the latest committed state (holder, owner, token, acquired_at, expires_at), if the caller may see it; no row otherwise';
