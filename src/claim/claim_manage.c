@@ -258,6 +258,17 @@ give_back_failed_holder_claims(Oid relid, text **keys, int n, void *arg)
 /*
  * Give back the holder's live claims on a table with writer: all of them
  * (keys NULL) or those rows.
+ *
+ * A give-back ends the step hints (claim_hint.c) by bumping the give-back
+ * count, here and in dlock_claim_reset and dlock_claim_release_all: only
+ * when it changed a row, after the writes and before the commit.  That is
+ * enough: a hint learned before the writes carries the count they bump,
+ * and a scan after them finds the rows they lock unsettled (an open
+ * updater), so no hint published after the commit covers a row given
+ * back.  A call that gives back nothing (a claim loop ending with no
+ * claim, a waiting call cancelled) leaves every hint standing: with
+ * 100,000 held rows at a queue's head, such calls had each workers' next
+ * claims scan the whole stretch again.
  */
 static int64
 unclaim_with(const ClaimTarget *t, text *holder, text **keys, int nkeys,
@@ -267,7 +278,6 @@ unclaim_with(const ClaimTarget *t, text *holder, text **keys, int nkeys,
 	int64		n;
 	HolderArg	arg;
 
-	dlock_claim_returns_bump();
 	holder_spi_begin(&spi, &arg, holder, -1);
 	arg.retry_us = retry_us;
 	/* only its own live claims' keys: a caller cannot lock others' rows */
@@ -279,7 +289,10 @@ unclaim_with(const ClaimTarget *t, text *holder, text **keys, int nkeys,
 							 pick_holder_keys, writer, &arg);
 	dlock_spi_end(&spi);
 	if (n > 0)
+	{
+		dlock_claim_returns_bump();
 		dlock_claim_wait_note_change(t->claim_relid);
+	}
 	return n;
 }
 
@@ -409,14 +422,16 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	DlockSpi	spi;
 	int64		n;
 
-	dlock_claim_returns_bump();
 	dlock_spi_begin(&spi);
 	/* only the keys that have claim rows, in order */
 	n = write_given_keys(t->claim_relid, keys, dlock_sort_unique_keys(keys, nkeys),
 						 ExclusiveLock, pick_existing_keys, delete_claims, NULL);
 	dlock_spi_end(&spi);
 	if (n > 0)
+	{
+		dlock_claim_returns_bump();
 		dlock_claim_wait_note_change(t->claim_relid);
+	}
 	return n;
 }
 
@@ -435,7 +450,6 @@ dlock_claim_release_all(text *holder)
 	int			nrows;
 	HolderArg	arg;
 
-	dlock_claim_returns_bump();
 	holder_spi_begin(&spi, &arg, holder, -1);
 	page_cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock claim page",
 									 ALLOCSET_DEFAULT_SIZES);
@@ -474,5 +488,7 @@ dlock_claim_release_all(text *holder)
 	} while (nrows == KEY_CHUNK);
 	MemoryContextDelete(page_cxt);
 	dlock_spi_end(&spi);
+	if (n > 0)
+		dlock_claim_returns_bump();
 	return n;
 }
