@@ -67,7 +67,10 @@ stop_peers() {
 bench_on_exit stop_peers
 
 REV=$(bench_revision "$REPO" "$BUILD")
-DLOCK_PACKAGES+=(etcd-server redis-server gnuplot-nox nodejs npm python3-psycopg)
+DLOCK_PACKAGES+=(etcd-server redis-server gnuplot-nox python3-psycopg)
+# npm (which runs the Node 22 it installs): Debian's, unless one is on PATH
+# (a NodeSource nodejs brings its own, which Debian's would conflict with)
+command -v npm >/dev/null 2>&1 || DLOCK_PACKAGES+=(nodejs npm)
 bench_install
 bench_work dlock-peers
 bench_cluster "$WORK/pg" "max_connections = 300" "shared_buffers = 512MB" \

@@ -15,11 +15,12 @@
 //
 // Contenders, with what one call costs in client-server round trips (RT):
 // - dlock-node: pg-dlock (clients/node) as its README shows it:
-//   `acquire(pool, key, {ttl, wait})` then `lease.release()`.  Every lease
-//   opens a connection of its own (new pg.Client: TCP connect + startup +
-//   auth, and a backend fork on the server), acquires on it (1 RT:
-//   dlock_acquire), releases on it (1 RT: dlock_release) and closes it.
-//   The pool given (max 1 per client) is only the settings: never used.
+//   `acquire(pool, key, {ttl, wait})` then `lease.release()`.  A lease
+//   runs on a connection of its own, kept after its release for the pool's
+//   next lease (the first lease of a client opens it: TCP connect, startup,
+//   auth, a backend fork), acquires on it (1 RT: dlock_acquire) and
+//   releases on it (1 RT: dlock_release).  The pool given (max 1 per
+//   client) is only the settings: never used.
 //   Renewal every ttl/3 on the lease's connection (none within a pair).
 // - dlock-sql: raw pg, one connection per client: SELECT dlock_acquire(key,
 //   holder, ttl, wait) (1 RT; a token or NULL), SELECT dlock_release(key,
@@ -295,7 +296,7 @@ async function meta(c) {
       const server = `PostgreSQL ${s.v} (fsync ${s.f}, synchronous_commit ${s.sc}), pg ${v('pg')}`
       if (c === 'advisory') return `${server}; pg_advisory_lock(hashtext(key)), session locks, no ttl`
       if (c === 'dlock-sql') return `dlock ${s.e}, ${server}; dlock_acquire/dlock_release, ttl ${TTL} s, wait ${WAIT} s`
-      return `pg-dlock ${dlock.version}, dlock ${s.e}, ${server}; acquire(pool, key, {ttl: ${TTL}, wait: ${WAIT}}) + lease.release(), a connection per lease`
+      return `pg-dlock ${dlock.version}, dlock ${s.e}, ${server}; acquire(pool, key, {ttl: ${TTL}, wait: ${WAIT}}) + lease.release(), on the lease's own connection, kept between leases`
     } finally {
       await client.end()
     }
