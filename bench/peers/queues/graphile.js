@@ -76,6 +76,9 @@ function deferred() {
 
 module.exports = {
   name: 'graphile-worker',
+  meta: 'graphile-worker 0.18.0, its own schema (migrations); one runner per run, concurrency = workers, ' +
+    'LISTEN jobs:insert with pollInterval 2000 ms (defaults); batch 1: defaults (get_job and a DELETE per job); ' +
+    'batch 20: localQueue.size 20 and completeJobBatchDelay 0 (its documented batching); jobs locked 4 h',
   async open(ctx) {
     const conn = { host: ctx.pg.host, port: Number(ctx.pg.port), user: ctx.pg.user, database: ctx.pg.database };
     const connectionString =

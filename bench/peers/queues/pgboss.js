@@ -68,6 +68,10 @@ function withTimeout(promise, ms, what) {
 
 module.exports = {
   name: 'pg-boss',
+  meta: 'pg-boss 12.38.0, its own schema and indexes; run(): fetch({batchSize}) + complete(name, jobs) loops ' +
+    '(2 round trips per batch; work() sleeps its 2 s poll after a batch that is not full); latency(): work() with ' +
+    'localConcurrency = workers, useListenNotify and the queue\'s notify (its low-latency mode; else a 2 s poll); ' +
+    'pool max 24; expireInSeconds 86400; maintenance and supervision as shipped',
   async open(ctx) {
     const conn = { host: ctx.pg.host, port: Number(ctx.pg.port), user: ctx.pg.user, database: ctx.pg.database };
     const bytes = ctx.payloadBytes || 200;
