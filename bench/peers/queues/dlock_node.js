@@ -27,7 +27,7 @@
 
 const { Worker } = require('worker_threads')
 const { work, claims } = require('pg-dlock')
-const { DlockTable, latencyTrials, warmPool, hr, FILTER } = require('./dlock_table')
+const { DlockTable, latencyTrials, warmPool, hr, FILTER, chores } = require('./dlock_table')
 
 const TABLE = 'peers_dlock_node_jobs'
 const TTL = 30
@@ -78,11 +78,7 @@ async function open(ctx) {
         `wait ${WAIT} s (idle loops wait in dlock_claim, woken by dlock_claim_wakeup's trigger; no polling, no LISTEN); ` +
         'completion BEGIN; batch.complete(keys, client); UPDATE status = 1; COMMIT (5 round trips, 2 commits per batch)'
     },
-    setup: () => tbl.setup(),
-    enqueue: (n) => tbl.enqueue(n),
-    abandon: (n) => tbl.abandon(n),
-    clear: () => tbl.clear(),
-    backlog: () => tbl.backlog(),
+    ...chores(tbl),
 
     async run({ workers, batch, seconds }) {
       const pool = await warmPool(tbl.pgcfg, workers)

@@ -17,7 +17,7 @@
 
 const path = require('path')
 const { spawn } = require('child_process')
-const { DlockTable } = require('./dlock_table')
+const { DlockTable, chores } = require('./dlock_table')
 
 const TABLE = 'peers_dlock_py_jobs'
 const SCRIPT = path.join(__dirname, '..', 'claims_py.py')
@@ -64,11 +64,7 @@ async function open(ctx) {
         "dlock_claim_wakeup's trigger; no polling, no LISTEN); completion with conn.transaction(): batch.complete(keys, cursor); " +
         'UPDATE status = 1 (5 round trips, 2 commits per batch)'
     },
-    setup: () => tbl.setup(),
-    enqueue: (n) => tbl.enqueue(n),
-    abandon: (n) => tbl.abandon(n),
-    clear: () => tbl.clear(),
-    backlog: () => tbl.backlog(),
+    ...chores(tbl),
     async run({ workers, batch, seconds }) {
       const r = await py({ ...base, cmd: 'run', workers, batch, seconds }, (seconds * 10 + 60) * 1000)
       return { done: r.done, clientCpuUs: r.cpu_us }

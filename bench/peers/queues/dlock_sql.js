@@ -21,7 +21,7 @@
 // renewing; B claims the lapsed job; A's completion statement runs.
 
 const { Client } = require('pg')
-const { DlockTable, latencyTrials, hr, FILTER } = require('./dlock_table')
+const { DlockTable, timedRun, workersLatency, chores, FILTER } = require('./dlock_table')
 
 const TABLE = 'peers_dlock_sql_jobs'
 const CLAIM = `SELECT * FROM dlock_claim(NULL::${TABLE}, $1, $2, '30 s', '${FILTER}', wait => '10 s')`
@@ -94,32 +94,10 @@ async function open(ctx) {
         `'status = 0', wait => '10 s') (idle workers wait in the server, woken by dlock_claim_wakeup's trigger; no polling, no LISTEN), ` +
         'then UPDATE t ... FROM dlock_complete(...) in one autocommit statement (2 round trips, 2 commits per batch)'
     },
-    setup: () => tbl.setup(),
-    enqueue: (n) => tbl.enqueue(n),
-    abandon: (n) => tbl.abandon(n),
-    clear: () => tbl.clear(),
-    backlog: () => tbl.backlog(),
+    ...chores(tbl),
 
-    async run({ workers, batch, seconds }) {
-      let done = 0
-      let end = null
-      const w = await startWorkers(workers, batch, null, (k) => {
-        if (hr() <= end) done += k
-      })
-      end = hr() + BigInt(Math.round(seconds * 1e9))
-      await new Promise((r) => setTimeout(r, seconds * 1000))
-      await w.stop()
-      return { done }
-    },
-
-    async latency({ workers, trials }) {
-      let w = null
-      return latencyTrials(tbl, trials, async (onStart) => {
-        w = await startWorkers(workers, 1, (rows) => {
-          for (const r of rows) onStart(r.id)
-        }, null)
-      }, () => w.stop())
-    },
+    run: (opts) => timedRun(startWorkers, opts),
+    latency: (opts) => workersLatency(tbl, startWorkers, opts),
 
     async staleComplete() {
       await tbl.clear()

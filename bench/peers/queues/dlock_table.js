@@ -169,4 +169,41 @@ async function latencyTrials(tbl, trials, start, stop) {
   return out
 }
 
-module.exports = { DlockTable, latencyTrials, warmPool, payloadJson, hr, ms, FILTER, DEAD }
+// run() of an adapter whose startWorkers(workers, batch, onRows, onDone)
+// starts workers that call onDone(k) after completing k jobs and returns
+// { stop() }: the jobs completed within `seconds`
+async function timedRun(startWorkers, { workers, batch, seconds }) {
+  let done = 0
+  let end = null
+  const w = await startWorkers(workers, batch, null, (k) => {
+    if (hr() <= end) done += k
+  })
+  end = hr() + BigInt(Math.round(seconds * 1e9))
+  await new Promise((r) => setTimeout(r, seconds * 1000))
+  await w.stop()
+  return { done }
+}
+
+// latency() of such an adapter: workers that call onRows(rows) as they
+// start on the rows they claimed
+function workersLatency(tbl, startWorkers, { workers, trials }) {
+  let w = null
+  return latencyTrials(tbl, trials, async (onStart) => {
+    w = await startWorkers(workers, 1, (rows) => {
+      for (const r of rows) onStart(r.id)
+    }, null)
+  }, () => w.stop())
+}
+
+// the untimed chores of an adapter, which a DlockTable does
+function chores(tbl) {
+  return {
+    setup: () => tbl.setup(),
+    enqueue: (n) => tbl.enqueue(n),
+    abandon: (n) => tbl.abandon(n),
+    clear: () => tbl.clear(),
+    backlog: () => tbl.backlog(),
+  }
+}
+
+module.exports = { DlockTable, latencyTrials, timedRun, workersLatency, chores, warmPool, payloadJson, hr, ms, FILTER, DEAD }

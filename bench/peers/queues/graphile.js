@@ -50,23 +50,8 @@ const pg = require('pg');
 const TASK = 'bench_job';
 const PROBE_TASK = 'bench_probe';
 const SCHEMA = 'graphile_worker';
+const { sleep, nowNs, payload, withTimeout } = require('./util');
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const nowNs = () => process.hrtime.bigint();
-
-function payload(bytes, extra) {
-  const base = JSON.stringify({ ...(extra || {}), p: '' });
-  const pad = Math.max(0, bytes - base.length);
-  return { ...(extra || {}), p: 'x'.repeat(pad) };
-}
-
-function withTimeout(promise, ms, what) {
-  let t;
-  return Promise.race([
-    promise.finally(() => clearTimeout(t)),
-    new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`${what}: no answer in ${ms} ms`)), ms); }),
-  ]);
-}
 
 function deferred() {
   let resolve;

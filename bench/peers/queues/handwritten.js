@@ -29,7 +29,7 @@
 // expired); A's completion runs (it checks its own live claim).
 
 const { Client } = require('pg')
-const { DlockTable, latencyTrials, hr, DEAD } = require('./dlock_table')
+const { DlockTable, timedRun, workersLatency, DEAD } = require('./dlock_table')
 
 const TABLE = 'peers_handwritten_jobs'
 const SIDE = 'peers_handwritten_claims'
@@ -144,26 +144,8 @@ async function open(ctx) {
       return Number(r.rows[0].n)
     },
 
-    async run({ workers, batch, seconds }) {
-      let done = 0
-      let end = null
-      const w = await startWorkers(workers, batch, null, (k) => {
-        if (hr() <= end) done += k
-      })
-      end = hr() + BigInt(Math.round(seconds * 1e9))
-      await new Promise((r) => setTimeout(r, seconds * 1000))
-      await w.stop()
-      return { done }
-    },
-
-    async latency({ workers, trials }) {
-      let w = null
-      return latencyTrials(tbl, trials, async (onStart) => {
-        w = await startWorkers(workers, 1, (rows) => {
-          for (const r of rows) onStart(r.id)
-        }, null)
-      }, () => w.stop())
-    },
+    run: (opts) => timedRun(startWorkers, opts),
+    latency: (opts) => workersLatency(tbl, startWorkers, opts),
 
     async staleComplete() {
       await this.clear()

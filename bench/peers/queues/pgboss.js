@@ -47,24 +47,8 @@ const pg = require('pg');
 const NAME = 'bench_peers';
 const PROBE = 'bench_peers_probe';
 const SCHEMA = 'pgboss';
+const { sleep, nowNs, payload, withTimeout } = require('./util');
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const nowNs = () => process.hrtime.bigint();
-
-function payload(bytes, extra) {
-  // a JSON object of exactly `bytes` bytes when serialised (extra fields included)
-  const base = JSON.stringify({ ...(extra || {}), p: '' });
-  const pad = Math.max(0, bytes - base.length);
-  return { ...(extra || {}), p: 'x'.repeat(pad) };
-}
-
-function withTimeout(promise, ms, what) {
-  let t;
-  return Promise.race([
-    promise.finally(() => clearTimeout(t)),
-    new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`${what}: no answer in ${ms} ms`)), ms); }),
-  ]);
-}
 
 module.exports = {
   name: 'pg-boss',
