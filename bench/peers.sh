@@ -5,7 +5,7 @@
 # client, with PostgreSQL's advisory locks and the hand-written SKIP LOCKED
 # claim as references.
 #
-#   sudo bash bench/peers.sh                         # about 30 minutes
+#   sudo bash bench/peers.sh                         # about 45 minutes
 #   sudo ROUNDS=1 DURATION=2 bash bench/peers.sh     # a quick look
 #   sudo SECTIONS="locks:pairs claims:latency" bash bench/peers.sh
 #
