@@ -50,7 +50,7 @@ const pg = require('pg');
 const TASK = 'bench_job';
 const PROBE_TASK = 'bench_probe';
 const SCHEMA = 'graphile_worker';
-const { sleep, nowNs, payload, withTimeout } = require('./util');
+const { sleep, payload, withTimeout, trialTimer } = require('./util');
 
 
 function deferred() {
@@ -150,34 +150,18 @@ module.exports = {
       },
 
       async latency({ workers, trials }) {
-        let want = -1;
-        let resolveSeen = null;
+        const timer = trialTimer();
         const runner = await start({
           concurrency: workers,
           maxPoolSize: Math.max(10, workers + 2),
-          taskList: {
-            [TASK]: async (p) => {
-              const t = nowNs();
-              if (p && p.trial === want && resolveSeen) { const r = resolveSeen; resolveSeen = null; r(t); }
-            },
-          },
+          taskList: { [TASK]: async (p) => { if (p) timer.started(p.trial); } },
         });
-        const out = [];
         try {
-          await sleep(300); // every worker has made its first (empty) fetch and is waiting
-          for (let i = 0; i < trials; i++) {
-            await sleep(20 + Math.random() * 30);
-            want = i;
-            const seen = new Promise((r) => { resolveSeen = r; });
-            await admin.query(`SELECT ${SCHEMA}.add_job($1::text, $2::json)`, [TASK, JSON.stringify(payload(bytes, { trial: i }))]);
-            const t0 = nowNs();
-            const t1 = await withTimeout(seen, 60000, `graphile-worker latency trial ${i}`);
-            out.push(Number(t1 - t0) / 1e6);
-          }
+          return await timer.run(trials, (i) => admin.query(`SELECT ${SCHEMA}.add_job($1::text, $2::json)`,
+            [TASK, JSON.stringify(payload(bytes, { trial: i }))]), 'graphile-worker');
         } finally {
           await runner.stop();
         }
-        return out;
       },
 
       async staleComplete() {

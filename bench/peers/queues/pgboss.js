@@ -47,7 +47,7 @@ const pg = require('pg');
 const NAME = 'bench_peers';
 const PROBE = 'bench_peers_probe';
 const SCHEMA = 'pgboss';
-const { sleep, nowNs, payload, withTimeout } = require('./util');
+const { sleep, nowNs, payload, withTimeout, trialTimer } = require('./util');
 
 
 module.exports = {
@@ -152,30 +152,15 @@ module.exports = {
       },
 
       async latency({ workers, trials }) {
-        let want = -1;
-        let resolveSeen = null;
+        const timer = trialTimer();
         const workId = await boss.work(NAME, { batchSize: 1, localConcurrency: workers }, async (jobs) => {
-          const t = nowNs();
-          for (const job of jobs) {
-            if (job.data && job.data.trial === want && resolveSeen) { const r = resolveSeen; resolveSeen = null; r(t); }
-          }
+          for (const job of jobs) if (job.data) timer.started(job.data.trial);
         });
-        const out = [];
         try {
-          await sleep(300); // every worker has made its first (empty) fetch and is waiting
-          for (let i = 0; i < trials; i++) {
-            await sleep(20 + Math.random() * 30);
-            want = i;
-            const seen = new Promise((r) => { resolveSeen = r; });
-            await boss.send(NAME, payload(bytes, { trial: i }));
-            const t0 = nowNs();
-            const t1 = await withTimeout(seen, 60000, `pg-boss latency trial ${i}`);
-            out.push(Number(t1 - t0) / 1e6);
-          }
+          return await timer.run(trials, (i) => boss.send(NAME, payload(bytes, { trial: i })), 'pg-boss');
         } finally {
           await boss.offWork(NAME, { id: workId, wait: true });
         }
-        return out;
       },
 
       async staleComplete() {
