@@ -66,6 +66,8 @@ dlock_slots_compatible(int a, int b)
  * ----------------
  */
 extern void dlock_arg_writes_allowed(const char *fn);
+extern struct EventTriggerData *dlock_arg_event_trigger(FunctionCallInfo fcinfo,
+														const char *fn);
 extern void dlock_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							   const char *what);
 extern text *dlock_arg_key(FunctionCallInfo fcinfo, int argno);

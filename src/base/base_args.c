@@ -11,6 +11,7 @@
  */
 #include "postgres.h"
 
+#include "commands/event_trigger.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -28,6 +29,20 @@ dlock_arg_writes_allowed(const char *fn)
 {
 	PreventCommandDuringRecovery(fn);
 	PreventCommandIfReadOnly(fn);
+}
+
+/*
+ * fn (its name, for the message) is an event trigger's function: an error
+ * when called otherwise.  Returns the trigger's data.
+ */
+EventTriggerData *
+dlock_arg_event_trigger(FunctionCallInfo fcinfo, const char *fn)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be called as an event trigger", fn)));
+	return (EventTriggerData *) fcinfo->context;
 }
 
 /* what: the argument's name in the message */

@@ -403,15 +403,23 @@ extern int	dlock_claim_rows(const ClaimRequest *req,
 							 Tuplestorestate *out, TupleDesc outdesc);
 
 /* ----------------
+ * claim_wake.c
+ *		What wakes claims that wait for rows: the queue of a table's
+ *		waiting claims, the changes noted per subtransaction and woken at
+ *		commit, dlock_claim_wakeup's trigger.
+ * ----------------
+ */
+extern uint64 dlock_claim_wait_queue(Oid relid);
+extern void dlock_claim_wait_note_change(Oid relid);
+extern void dlock_claim_wait_note_claimed(Oid relid);
+extern void dlock_claim_wakeup_install(Oid relid, Oid nsp);
+
+/* ----------------
  * claim_wait.c
- *		Claims that wait for rows: the queue of a table's waiting claims,
- *		and the wake-ups of the changes that commit (claim_wait.c).
+ *		Claims that wait for rows: the waiter's loop in its table's queue.
  * ----------------
  */
 extern void dlock_claim_wait(const ClaimRequest *req, Tuplestorestate *out,
 							 TupleDesc outdesc);
-extern void dlock_claim_wait_note_change(Oid relid);
-extern void dlock_claim_wait_note_claimed(Oid relid);
-extern void dlock_claim_wakeup_install(Oid relid, Oid nsp);
 
 #endif							/* DLOCK_CLAIM_INT_H */

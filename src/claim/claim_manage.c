@@ -256,19 +256,35 @@ give_back_failed_holder_claims(Oid relid, text **keys, int n, void *arg)
 }
 
 /*
- * Give back the holder's live claims on a table with writer: all of them
- * (keys NULL) or those rows.
+ * n claims of table claim_relid were given back (written, not committed):
+ * end the step hints and wake a waiting claim of the table at the commit.
+ * Returns n.
  *
  * A give-back ends the step hints (claim_hint.c) by bumping the give-back
- * count, here and in dlock_claim_reset and dlock_claim_release_all: only
- * when it changed a row, after the writes and before the commit.  That is
- * enough: a hint learned before the writes carries the count they bump,
- * and a scan after them finds the rows they lock unsettled (an open
- * updater), so no hint published after the commit covers a row given
- * back.  A call that gives back nothing (a claim loop ending with no
- * claim, a waiting call cancelled) leaves every hint standing: with
- * 100,000 held rows at a queue's head, such calls had each workers' next
- * claims scan the whole stretch again.
+ * count, here and in dlock_claim_release_all: only when it changed a row,
+ * after the writes and before the commit.  That is enough: a hint learned
+ * before the writes carries the count they bump, and a scan after them
+ * finds the rows they lock unsettled (an open updater), so no hint
+ * published after the commit covers a row given back.  A call that gives
+ * back nothing (a claim loop ending with no claim, a waiting call
+ * cancelled) leaves every hint standing: with 100,000 held rows at a
+ * queue's head, such calls had each workers' next claims scan the whole
+ * stretch again.
+ */
+static int64
+gave_back(Oid claim_relid, int64 n)
+{
+	if (n > 0)
+	{
+		dlock_claim_returns_bump();
+		dlock_claim_wait_note_change(claim_relid);
+	}
+	return n;
+}
+
+/*
+ * Give back the holder's live claims on a table with writer: all of them
+ * (keys NULL) or those rows.
  */
 static int64
 unclaim_with(const ClaimTarget *t, text *holder, text **keys, int nkeys,
@@ -288,12 +304,7 @@ unclaim_with(const ClaimTarget *t, text *holder, text **keys, int nkeys,
 							 dlock_sort_unique_keys(keys, nkeys), ExclusiveLock,
 							 pick_holder_keys, writer, &arg);
 	dlock_spi_end(&spi);
-	if (n > 0)
-	{
-		dlock_claim_returns_bump();
-		dlock_claim_wait_note_change(t->claim_relid);
-	}
-	return n;
+	return gave_back(t->claim_relid, n);
 }
 
 /*
@@ -427,12 +438,7 @@ dlock_claim_reset(const ClaimTarget *t, text **keys, int nkeys)
 	n = write_given_keys(t->claim_relid, keys, dlock_sort_unique_keys(keys, nkeys),
 						 ExclusiveLock, pick_existing_keys, delete_claims, NULL);
 	dlock_spi_end(&spi);
-	if (n > 0)
-	{
-		dlock_claim_returns_bump();
-		dlock_claim_wait_note_change(t->claim_relid);
-	}
-	return n;
+	return gave_back(t->claim_relid, n);
 }
 
 /*

@@ -285,6 +285,15 @@ dlock_claim_unheld_sql(PG_FUNCTION_ARGS)
 										 get_fn_expr_argtype(fcinfo->flinfo, 1)));
 }
 
+/* the per-row checks' table, key and ticket: a NULL one is an error */
+static void
+unheld_args_not_null(FunctionCallInfo fcinfo)
+{
+	dlock_arg_not_null(fcinfo, 0, "table");
+	dlock_arg_not_null(fcinfo, 1, "key");
+	dlock_arg_not_null(fcinfo, 2, "ticket");
+}
+
 /*
  * dlock_claim_unheld(tbl regclass, key anyelement, ticket bigint)
  *		RETURNS boolean
@@ -298,9 +307,7 @@ PG_FUNCTION_INFO_V1(dlock_claim_unheld_ticket_sql);
 Datum
 dlock_claim_unheld_ticket_sql(PG_FUNCTION_ARGS)
 {
-	dlock_arg_not_null(fcinfo, 0, "table");
-	dlock_arg_not_null(fcinfo, 1, "key");
-	dlock_arg_not_null(fcinfo, 2, "ticket");
+	unheld_args_not_null(fcinfo);
 	PG_RETURN_BOOL(!dlock_claim_row_held_in_claim(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
 												  get_fn_expr_argtype(fcinfo->flinfo, 1),
 												  PG_GETARG_INT64(2)));
@@ -322,9 +329,7 @@ PG_FUNCTION_INFO_V1(dlock_claim_unheld_group_sql);
 Datum
 dlock_claim_unheld_group_sql(PG_FUNCTION_ARGS)
 {
-	dlock_arg_not_null(fcinfo, 0, "table");
-	dlock_arg_not_null(fcinfo, 1, "key");
-	dlock_arg_not_null(fcinfo, 2, "ticket");
+	unheld_args_not_null(fcinfo);
 	PG_RETURN_BOOL(!dlock_claim_row_held_in_group(PG_GETARG_OID(0), PG_GETARG_DATUM(1),
 												  get_fn_expr_argtype(fcinfo->flinfo, 1),
 												  PG_GETARG_INT64(2),
@@ -578,13 +583,11 @@ PG_FUNCTION_INFO_V1(dlock_claim_ddl_start_sql);
 Datum
 dlock_claim_ddl_start_sql(PG_FUNCTION_ARGS)
 {
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("dlock_claim_ddl_start() must be called as an event trigger")));
+	EventTriggerData *d = dlock_arg_event_trigger(fcinfo, "dlock_claim_ddl_start()");
+
 	/* extension scripts (dlock's own upgrades too) change extension objects */
 	if (!creating_extension)
-		dlock_claim_ddl_start(((EventTriggerData *) fcinfo->context)->parsetree);
+		dlock_claim_ddl_start(d->parsetree);
 	PG_RETURN_NULL();
 }
 
@@ -600,12 +603,8 @@ PG_FUNCTION_INFO_V1(dlock_claim_ddl_end_sql);
 Datum
 dlock_claim_ddl_end_sql(PG_FUNCTION_ARGS)
 {
-	EventTriggerData *d = (EventTriggerData *) fcinfo->context;
+	EventTriggerData *d = dlock_arg_event_trigger(fcinfo, "dlock_claim_ddl_end()");
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("dlock_claim_ddl_end() must be called as an event trigger")));
 	if (creating_extension)
 		PG_RETURN_NULL();
 	if (IsA(d->parsetree, AlterEnumStmt))
@@ -629,10 +628,7 @@ PG_FUNCTION_INFO_V1(dlock_claim_ddl_drop_sql);
 Datum
 dlock_claim_ddl_drop_sql(PG_FUNCTION_ARGS)
 {
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("dlock_claim_ddl_drop() must be called as an event trigger")));
+	(void) dlock_arg_event_trigger(fcinfo, "dlock_claim_ddl_drop()");
 	if (!creating_extension)
 		dlock_claim_ddl_dropped();
 	PG_RETURN_NULL();

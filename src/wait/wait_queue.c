@@ -198,18 +198,29 @@ wake_first_locked(uint64 hash)
 	return true;
 }
 
-/* Wake the head waiter of a key, if anyone waits for it; true if woken. */
-bool
-dlock_wait_wake_key(uint64 hash)
+/*
+ * Run wake (wake_head_locked or wake_first_locked) for the queue of hash
+ * under the queue's lock in mode, unless nobody waits at all; true if it
+ * woke a waiter.
+ */
+static bool
+wake_under_lock(uint64 hash, LWLockMode mode, bool (*wake) (uint64 hash))
 {
 	bool		woke;
 
 	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
 		return false;
-	LWLockAcquire(waitq->lock, LW_SHARED);
-	woke = wake_head_locked(hash);
+	LWLockAcquire(waitq->lock, mode);
+	woke = wake(hash);
 	LWLockRelease(waitq->lock);
 	return woke;
+}
+
+/* Wake the head waiter of a key, if anyone waits for it; true if woken. */
+bool
+dlock_wait_wake_key(uint64 hash)
+{
+	return wake_under_lock(hash, LW_SHARED, wake_head_locked);
 }
 
 /*
@@ -584,14 +595,8 @@ dlock_wait_join_claim(uint64 hash, text *label, text *holder)
 bool
 dlock_wait_wake_claim(uint64 hash)
 {
-	bool		woke;
-
-	if (waitq == NULL || pg_atomic_read_u32(&waitq->nwaiters) == 0)
-		return false;
-	LWLockAcquire(waitq->lock, LW_EXCLUSIVE);
-	woke = wake_first_locked(hash);
-	LWLockRelease(waitq->lock);
-	return woke;
+	/* exclusive: it marks the waiter woken */
+	return wake_under_lock(hash, LW_EXCLUSIVE, wake_first_locked);
 }
 
 /*
