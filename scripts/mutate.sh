@@ -112,7 +112,8 @@ fi
 # places in ROOT; apply makes the changes there, line after line, and stops
 # at the first broken one (exit status 3).  The places are found as
 # scripts/mutants.txt describes: a function is looked for in src/ and cli/
-# (*.c, *.h), clients/python/src/ (*.py) and clients/node/lib/ (*.js).
+# (*.c, *.h), clients/python/src/ (*.py), clients/node/lib/ (*.js) and
+# clients/go/ (*.go, not *_test.go).
 PLACE_PL=$(cat <<'PERL'
 use strict;
 use warnings;
@@ -139,16 +140,16 @@ find(
 		wanted => sub {
 			$File::Find::prune = 1 if /\/(?:node_modules|__pycache__|\.git)$/;
 			push @code, $File::Find::name
-			  if -f $_ && m{^(?:src/.*\.[ch]|cli/.*\.[ch]|clients/python/src/.*\.py|clients/node/lib/.*\.js)$};
+			  if -f $_ && m{^(?:src/.*\.[ch]|cli/.*\.[ch]|clients/python/src/.*\.py|clients/node/lib/.*\.js|clients/go/[^/]*(?<!_test)\.go)$};
 		}
 	},
-	grep { -d } qw(src cli clients/python/src clients/node/lib));
+	grep { -d } qw(src cli clients/python/src clients/node/lib clients/go));
 @code = sort @code;
 
 sub lang
 {
 	my ($f) = @_;
-	return $f =~ /\.[ch]$/ ? 'c' : $f =~ /\.py$/ ? 'py' : $f =~ /\.[cm]?js$/ ? 'js' : undef;
+	return $f =~ /\.[ch]$/ ? 'c' : $f =~ /\.py$/ ? 'py' : $f =~ /\.[cm]?js$/ ? 'js' : $f =~ /\.go$/ ? 'go' : undef;
 }
 
 # the offset just past the parenthesis that closes the one at $i in $s
@@ -173,6 +174,8 @@ sub close_paren
 #     indented no deeper
 #  JavaScript: "function NAME(", "class NAME", or a method "NAME(...) {"
 #     (async, static, get, set, *), to the next "}" at its indentation
+#  Go: "func NAME(" or a method "func (RECV) NAME(" at column 0, to the
+#     next line "}" (gofmt's style)
 sub defs
 {
 	my ($lang, $s, $name) = @_;
@@ -227,6 +230,16 @@ sub defs
 			push @r, [ $start, $hdr + $+[0] ];
 		}
 	}
+	elsif ($lang eq 'go')
+	{
+		while ($s =~ /^func[ \t]+(?:\([^)\n]*\)[ \t]*)?\Q$name\E\(/mg)
+		{
+			my $start = $-[0];
+			my $e = index($s, "\n}", $+[0]);
+			next if $e < 0;
+			push @r, [ $start, $e + 2 ];
+		}
+	}
 	return @r;
 }
 
@@ -241,7 +254,7 @@ sub places
 	if (defined $path)
 	{
 		return "no file $path" unless -f $path && defined slurp($path);
-		return "$path is not C, Python or JavaScript: key the whole file" unless lang($path);
+		return "$path is not C, Python, JavaScript or Go: key the whole file" unless lang($path);
 		@files = ($path);
 	}
 	my @parts = split /\./, $key, -1;
@@ -264,7 +277,7 @@ sub places
 		}
 		push @found, map { [ $f, @$_ ] } @in;
 	}
-	return "no function $key in " . ($path // "src/, cli/, clients/python/src/ or clients/node/lib/")
+	return "no function $key in " . ($path // "src/, cli/, clients/python/src/, clients/node/lib/ or clients/go/")
 	  unless @found;
 	return "$key is defined " . scalar(@found) . " times (" . join(', ', map { $_->[0] } @found)
 	  . "): key it as PATH::$key" if @found > 1;
@@ -331,7 +344,7 @@ missing_tests() {
             regress:*) f=sql/${t#regress:}.sql ;;
             isolation:*) f=specs/${t#isolation:}.spec ;;
             tap:*) f=t/${t#tap:}.pl ;;
-            clients|clients:python|clients:node) f=scripts/test-clients.sh ;;   # the clients' tests
+            clients|clients:python|clients:node|clients:go) f=scripts/test-clients.sh ;;   # the clients' tests
             clients:python:*)   # a test function whose name holds NAME (pytest -k)
                 f=scripts/test-clients.sh
                 grep -qE "^(async )?def [A-Za-z0-9_]*${t#clients:python:}" "$REPO"/clients/python/tests/*.py || f= ;;
@@ -339,6 +352,10 @@ missing_tests() {
                 f=scripts/test-clients.sh
                 sed -nE "s/^ *test\('(.*)', async.*/\1/p" "$REPO"/clients/node/test/*.js | sed "s/\\\\'/'/g" |
                     grep -qE -- "${t#clients:node:}" || f= ;;
+            clients:go:*)       # a test function whose name matches NAME (go test -run)
+                f=scripts/test-clients.sh
+                sed -nE 's/^func (Test[A-Za-z0-9_]*)\(t \*testing\.T\).*/\1/p' "$REPO"/clients/go/*_test.go |
+                    grep -qE -- "${t#clients:go:}" || f= ;;
             *) f= ;;
         esac
         [ -n "$f" ] && [ -f "$REPO/$f" ] || missing+="$t "

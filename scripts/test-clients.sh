@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# scripts/test-clients.sh - the Python and Node clients (clients/) tested
-# against a real server.
+# scripts/test-clients.sh - the Python, Node and Go clients (clients/)
+# tested against a real server.
 #
 #   sudo bash scripts/test-clients.sh        (scripts/test.sh runs it too)
 #
 # On Debian 12, 13 or unstable, as root: installs what is missing (what
 # scripts/lib.sh needs for dlock, and python3-psycopg python3-pytest python3-mypy
 # python3-venv python3-setuptools, nodejs and npm unless a
-# node and npm are on PATH, pgbouncer), builds and installs dlock (unless
+# node and npm are on PATH, golang-go golang-github-lib-pq-dev
+# golang-github-jackc-pgx-v4-dev, pgbouncer), builds and installs dlock (unless
 # DLOCK_CLIENTS_NO_BUILD=1: scripts/test.sh has just done it), copies
 # clients/ under /tmp (nothing is written into the checkout) and starts:
 #   - a throwaway cluster (PostgreSQL as postgres, shared_preload_libraries
@@ -25,9 +26,12 @@
 #           where setuptools needs the absent wheel package), checked by an
 #           import (one test); and mypy --strict over the package (one test);
 #   Node:   `npm ci` in clients/node (pg from the npm registry, as locked
-#           in package-lock.json), then `node --test`.
+#           in package-lock.json), then `node --test`;
+#   Go:     gofmt -l and go vet (one test), then `go test` in GOPATH mode
+#           over Debian's /usr/share/gocode (no module proxy), each test
+#           with lib/pq and with pgx's stdlib driver.
 # Prints each runner's summary and, last, `N passed, N failed` (tests of
-# both); exits non-zero on any failure or if a suite ran nothing.  Every
+# all); exits non-zero on any failure or if a suite ran nothing.  Every
 # process it started (cluster, pgbouncer, test runners) is stopped on
 # every exit path.
 #
@@ -35,11 +39,11 @@
 #   DLOCK_SRC                source tree whose clients/ to test (default: this repository)
 #   DLOCK_CLIENTS_NO_BUILD=1 dlock is built and installed already (DLOCK_PG_BIN)
 #   DLOCK_TIMEOUT_CLIENTS    time limit of each runner in seconds (default 900)
-#   DLOCK_CLIENTS_ONLY       python or node: run only that one; or entries
+#   DLOCK_CLIENTS_ONLY       python, node or go: run only that one; or entries
 #                            LANG:NAME (space separated): only LANG's tests
 #                            whose names match NAME (pytest -k NAME, joined
 #                            with "or"; node --test-name-pattern NAME, a
-#                            regular expression), e.g. "python:same_holder
+#                            regular expression; go test -run NAME), e.g. "python:same_holder
 #                            node:same.holder" (client mutants); with
 #                            DLOCK_FAIL_FAST=1 pytest stops at its first failure
 #   DLOCK_KEEP=1             keep the /tmp work directory
@@ -116,29 +120,34 @@ fi
 # packages
 # ---------------------------------------------------------------------------
 echo "==> dlock clients tests: source $SRC/clients"
-[ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] || fail_early "$SRC/clients is missing"
+[ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] && [ -d "$SRC/clients/go" ] || fail_early "$SRC/clients is missing"
 LANGS=
 PY_K=()       # pytest -k names, when only some Python tests run
 NODE_PAT=()   # node --test-name-pattern patterns, likewise
+GO_RUN=()     # go test -run patterns, likewise
 PY_ALL=0
 NODE_ALL=0
+GO_ALL=0
 for e in $ONLY; do
     lang=${e%%:*}
     case "$lang" in
-        python|node) ;;
-        *) fail_early "DLOCK_CLIENTS_ONLY takes python, node, python:NAME or node:NAME, not '$e'" ;;
+        python|node|go) ;;
+        *) fail_early "DLOCK_CLIENTS_ONLY takes python, node, go, python:NAME, node:NAME or go:NAME, not '$e'" ;;
     esac
     LANGS+=" $lang"
     if [ "$e" = "$lang" ]; then
-        [ "$lang" = python ] && PY_ALL=1 || NODE_ALL=1
+        case "$lang" in python) PY_ALL=1 ;; node) NODE_ALL=1 ;; go) GO_ALL=1 ;; esac
     elif [ "$lang" = python ]; then
         PY_K+=("${e#*:}")
+    elif [ "$lang" = go ]; then
+        GO_RUN+=("${e#*:}")
     else
         NODE_PAT+=("--test-name-pattern=${e#*:}")
     fi
 done
 [ "$PY_ALL" = 1 ] && PY_K=()
 [ "$NODE_ALL" = 1 ] && NODE_PAT=()
+[ "$GO_ALL" = 1 ] && GO_RUN=()
 # the node file's 'setup' test makes what the others use
 [ ${#NODE_PAT[@]} -gt 0 ] && NODE_PAT+=("--test-name-pattern=^setup\$")
 want() { [ -z "$ONLY" ] || [[ "$LANGS " == *" $1 "* ]]; }
@@ -151,6 +160,8 @@ fi
 [ "${DLOCK_FAIL_FAST:-0}" = 1 ] && PYTEST_ARGS+=(-x)
 DLOCK_PACKAGES+=(pgbouncer)
 want python && DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools python3-mypy)
+# Go: Debian's compiler and drivers, built in GOPATH mode (no module proxy)
+want go && DLOCK_PACKAGES+=(golang-go golang-github-lib-pq-dev golang-github-jackc-pgx-v4-dev)
 # node and npm: Debian's, unless some are on PATH already (a NodeSource
 # nodejs brings its own npm, which Debian's npm package would conflict with)
 if want node; then
@@ -350,6 +361,49 @@ if want node; then
         NOTES+=("FAIL: [node] npm ci in clients/node (log $WORK/npm.log)")
         FAILED=$((FAILED + 1))
     fi
+fi
+
+# ---------------------------------------------------------------------------
+# Go
+# ---------------------------------------------------------------------------
+
+if want go; then
+    echo
+    # GOPATH mode over Debian's /usr/share/gocode: the package is
+    # $GOPATH/src/dlock, its tests import lib/pq and pgx's stdlib from there
+    mkdir -p "$WORK/gopath/src"
+    ln -s "$WORK/src/clients/go" "$WORK/gopath/src/dlock"
+    export GOPATH="$WORK/gopath:/usr/share/gocode" GO111MODULE=off GOFLAGS= GOCACHE="${GOCACHE:-$WORK/go-cache}"
+    echo "==> [go] gofmt -l, go vet"
+    if [ -z "$(cd "$WORK/gopath/src/dlock" && gofmt -l .)" ] &&
+            (cd "$WORK/gopath/src/dlock" && go vet .) >"$WORK/govet.log" 2>&1; then
+        echo "==> [go] 1 passed, 0 failed   (gofmt and go vet clean)"
+        PASSED=$((PASSED + 1))
+    else
+        (cd "$WORK/gopath/src/dlock" && gofmt -l .); tail -n 30 "$WORK/govet.log"
+        NOTES+=("FAIL: [go] gofmt or go vet (log $WORK/govet.log)")
+        FAILED=$((FAILED + 1))
+    fi
+    GO_ARGS=(-count=1 -v)
+    if [ ${#GO_RUN[@]} -gt 0 ]; then
+        r=${GO_RUN[0]}
+        for n in "${GO_RUN[@]:1}"; do r+="|$n"; done
+        GO_ARGS+=(-run "$r")
+    fi
+    echo "==> [go] go test"
+    run_bounded go "$WORK/gopath/src/dlock" "$WORK/gotest.log" go test "${GO_ARGS[@]}" .
+    server_up
+    p=$(grep -cE '^--- PASS: ' "$WORK/gotest.log")
+    f=$(grep -cE '^--- FAIL: ' "$WORK/gotest.log")
+    if ! grep -qE '^(ok|FAIL)[[:space:]]+dlock' "$WORK/gotest.log"; then
+        f=$((f + 1)); NOTES+=("FAIL: [go] go test did not run to its summary")
+    elif [ "$f" -gt 0 ]; then
+        NOTES+=("FAIL: [go] $f test(s) failed: $(grep -E '^--- FAIL: ' "$WORK/gotest.log" | sed -E 's/^--- FAIL: ([^ ]+).*/\1/' | tr '\n' ' ')")
+    fi
+    [ "$RUN_RC" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [go] exit $RUN_RC"); }
+    [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [go] ran no test"); }
+    echo "==> [go] $p passed, $f failed"
+    PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
 fi
 
 if grep -qE 'terminated by signal|was terminated by exception' "$DLOCK_SERVER_LOG" 2>/dev/null; then

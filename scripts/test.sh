@@ -53,10 +53,11 @@
 #   DLOCK_ONLY             run only these tests, e.g. "regress:lease_basic
 #                          isolation:wait_fifo tap:015_wake" (scripts/mutate.sh);
 #                          a suite with none of them is left out; "clients"
-#                          runs both clients' tests, "clients:python" or
-#                          "clients:node" one client's, "clients:LANG:NAME"
-#                          only its tests whose names match NAME (pytest -k,
-#                          node --test-name-pattern; scripts/test-clients.sh)
+#                          runs every client's tests, "clients:python",
+#                          "clients:node" or "clients:go" one client's,
+#                          "clients:LANG:NAME" only its tests whose names
+#                          match NAME (pytest -k, node --test-name-pattern,
+#                          go test -run; scripts/test-clients.sh)
 #   DLOCK_SKIP             leave these tests out, e.g. "tap:081_cli_args clients"
 #                          (scripts/test-matrix.sh in CI: what does not differ
 #                          by PostgreSQL version runs once, on this machine)
@@ -639,7 +640,7 @@ fi
 dlock_cluster_stop "$WORK/cluster"
 
 # ---- the client libraries (issue 27) --------------------------------------
-# scripts/test-clients.sh tests clients/python and clients/node against a
+# scripts/test-clients.sh tests clients/python, clients/node and clients/go against a
 # cluster of its own (its tests stop and restart the server), with the dlock
 # just installed; its `N passed, N failed` is added to the totals.  Left out
 # when DLOCK_ONLY names no "clients" entry.
@@ -661,7 +662,7 @@ if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
         NOTES+=("NOTE: [clients] in a root of scripts/test-matrix.sh: the Python client only (no npm registry there)")
     fi
     echo
-    echo "==> [clients] scripts/test-clients.sh (the Python and Node clients)"
+    echo "==> [clients] scripts/test-clients.sh (the Python, Node and Go clients)"
     DLOCK_SRC="$SRC" DLOCK_CLIENTS_NO_BUILD=1 DLOCK_CLIENTS_ONLY="$CLIENTS_ONLY" \
         bash "$REPO/scripts/test-clients.sh" </dev/null 2>&1 | tee "$WORK/logs/clients.log"
     CLIENTS_RC=${PIPESTATUS[0]}

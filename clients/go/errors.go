@@ -1,0 +1,67 @@
+package dlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The kinds of error, for errors.Is.
+var (
+	// ErrNotAcquired: someone else kept the key (or a key) for the wait.
+	ErrNotAcquired = errors.New("dlock: not acquired")
+	// ErrLost: the lease is lost (or released); LostError says why.
+	ErrLost = errors.New("dlock: lease lost")
+	// ErrHolderInUse: another lease of this process has the key with this
+	// holder, from its acquire until its release has been answered.
+	ErrHolderInUse = errors.New("dlock: holder in use")
+)
+
+// LostError is the error of a lost lease: errors.Is(err, ErrLost).
+type LostError struct {
+	Key    string
+	Reason string
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("dlock: lease on %q lost: %s", e.Key, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrLost) true.
+func (e *LostError) Is(target error) bool { return target == ErrLost }
+
+// DatabaseError is a dlock call that failed: SQLState is the server's
+// SQLSTATE ("22023" invalid argument, "42501" privilege, "25006" read-only
+// server, "42883" the extension is not installed), "" when no server
+// answered.  Err is the driver's error (errors.Unwrap).
+type DatabaseError struct {
+	SQLState string
+	Err      error
+}
+
+func (e *DatabaseError) Error() string {
+	if e.SQLState == "" {
+		return "dlock: " + e.Err.Error()
+	}
+	return fmt.Sprintf("dlock: %v (SQLSTATE %s)", e.Err, e.SQLState)
+}
+
+func (e *DatabaseError) Unwrap() error { return e.Err }
+
+// sqlState is the SQLSTATE of a driver's error (lib/pq's *pq.Error and
+// pgx's *pgconn.PgError both have the method), "" for one that no server
+// sent (a broken connection, a cancelled context).
+func sqlState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState()
+	}
+	return ""
+}
+
+// dbError wraps a driver's error as a DatabaseError.
+func dbError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &DatabaseError{SQLState: sqlState(err), Err: err}
+}
