@@ -25,8 +25,10 @@
 #           same install with the package's own wheel builder (what runs
 #           where setuptools needs the absent wheel package), checked by an
 #           import (one test); and mypy --strict over the package (one test);
-#   Node:   `npm ci` in clients/node (pg from the npm registry, as locked
-#           in package-lock.json), then `node --test`;
+#   Node:   `npm ci` in clients/node (pg, and TypeScript with pg's and
+#           Node's types, from the npm registry, as locked in
+#           package-lock.json), `tsc -p test/types` (a usage sample
+#           against index.d.ts, one test), then `node --test`;
 #   Go:     gofmt -l and go vet (one test), then `go test` in GOPATH mode
 #           over Debian's /usr/share/gocode (no module proxy), each test
 #           with lib/pq and with pgx's stdlib driver.
@@ -339,6 +341,19 @@ if want node; then
     echo
     echo "==> [node] npm ci (clients/node, as locked)"
     if (cd "$WORK/src/clients/node" && npm ci --no-audit --no-fund) >"$WORK/npm.log" 2>&1; then
+        # the package is typed (index.d.ts): a usage sample must check
+        # against it, and its marked misuses must not (TypeScript as locked)
+        if [ ${#NODE_PAT[@]} -eq 0 ]; then
+            echo "==> [node] tsc -p test/types (index.d.ts against a usage sample)"
+            if (cd "$WORK/src/clients/node" && npx --no-install tsc -p test/types) >"$WORK/tsc.log" 2>&1; then
+                echo "==> [node] 1 passed, 0 failed   (tsc: no type errors)"
+                PASSED=$((PASSED + 1))
+            else
+                tail -n 30 "$WORK/tsc.log"
+                NOTES+=("FAIL: [node] tsc found type errors in test/types/usage.ts against index.d.ts (log $WORK/tsc.log)")
+                FAILED=$((FAILED + 1))
+            fi
+        fi
         echo "==> [node] node --test"
         run_bounded node "$WORK/src/clients/node" "$WORK/node.log" \
             bash -c 'exec node --test "$@" test/*.test.js' node ${NODE_PAT[@]+"${NODE_PAT[@]}"}
