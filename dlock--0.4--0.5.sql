@@ -168,3 +168,15 @@ COMMENT ON FUNCTION dlock_waiters() IS
 ALTER FUNCTION dlock_locks() PARALLEL UNSAFE;
 ALTER FUNCTION dlock_dead_claims() PARALLEL UNSAFE;
 ALTER FUNCTION dlock_leader(text) PARALLEL UNSAFE;
+
+-- for monitoring (docs/monitoring.md): the number of watches, of every
+-- role, so pg_monitor's alone
+CREATE FUNCTION dlock_watch_count()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_watch_count_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION dlock_watch_count() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dlock_watch_count() TO pg_monitor;
+COMMENT ON FUNCTION dlock_watch_count() IS
+'how many watches (a session and a key each) this database has, of every role, those of open transactions included (for pg_monitor; 0 unless dlock is in shared_preload_libraries)';

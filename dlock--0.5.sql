@@ -579,3 +579,15 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1
 SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION dlock_leader(text) IS
 'the live lease of key at the latest committed state (holder, owner, token, acquired_at, expires_at), if the caller may see it; no row otherwise';
+
+-- for monitoring (docs/monitoring.md): the number of watches, of every
+-- role, so pg_monitor's alone
+CREATE FUNCTION dlock_watch_count()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_watch_count_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION dlock_watch_count() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dlock_watch_count() TO pg_monitor;
+COMMENT ON FUNCTION dlock_watch_count() IS
+'how many watches (a session and a key each) this database has, of every role, those of open transactions included (for pg_monitor; 0 unless dlock is in shared_preload_libraries)';

@@ -59,9 +59,18 @@ COMMIT;
 SELECT dlock_unwatch('wa:5') AS savepoint_watch_is_gone,
        dlock_unwatch('wa:4') AS savepoint_unwatch_is_undone;
 
--- dlock_unwatch(): all of them, counted
+-- dlock_unwatch(): all of them, counted; dlock_watch_count() counts the
+-- database's watches at each step
+SELECT dlock_watch_count() AS watches_none;
 SELECT dlock_watch('wa:6') = :'ch' AS w6, dlock_watch('wa:7') = :'ch' AS w7;
+SELECT dlock_watch_count() AS watches_two;
+BEGIN;
+SELECT dlock_watch('wa:6b') = :'ch' AS w6b;
+SELECT dlock_watch_count() AS watches_in_xact;
+ROLLBACK;
+SELECT dlock_watch_count() AS watches_after_rollback;
 SELECT dlock_unwatch() AS unwatched_all;
+SELECT dlock_watch_count() AS watches_none_again;
 SELECT dlock_unwatch() AS none_left;
 
 -- a transaction that watches cannot be prepared (PostgreSQL's rule for LISTEN)
@@ -90,7 +99,14 @@ SELECT holder AS member_sees FROM dlock_leader('wa:leader');
 RESET ROLE;
 SET ROLE regress_dlock_wlmon;
 SELECT holder AS monitor_sees FROM dlock_leader('wa:leader');
+-- dlock_watch_count() is pg_monitor's alone
+SELECT dlock_watch_count();
 RESET ROLE;
+CREATE ROLE regress_dlock_wlpgmon NOLOGIN IN ROLE pg_monitor;
+SET ROLE regress_dlock_wlpgmon;
+SELECT dlock_watch_count() >= 0 AS pg_monitor_counts;
+RESET ROLE;
+DROP ROLE regress_dlock_wlpgmon;
 SELECT holder AS superuser_sees FROM dlock_leader('wa:leader');
 -- the same row as dlock_locks
 SELECT (SELECT (holder, owner, token, acquired_at, expires_at) FROM dlock_leader('wa:leader'))

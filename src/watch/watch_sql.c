@@ -1,15 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * watch_sql.c
- *		SQL-callable entry points for watching keys and reading a key's
- *		leader.  Each one checks and unpacks its arguments and calls the
- *		plain C code in watch_session.c.
+ *		SQL-callable entry points for watching keys, reading a key's
+ *		leader and counting the watches.  Each one checks and unpacks its
+ *		arguments and calls the plain C code in watch_session.c (the
+ *		count: watch_registry.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -93,4 +95,18 @@ dlock_leader_sql(PG_FUNCTION_ARGS)
 	values[4] = TimestampTzGetDatum(l.expires_at);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	PG_RETURN_VOID();
+}
+
+/*
+ * dlock_watch_count() RETURNS bigint
+ *
+ * How many watches (a session and a key each) this database has now, of
+ * every role: for monitoring (EXECUTE for pg_monitor only).  0 on a server
+ * without dlock in shared_preload_libraries.
+ */
+PG_FUNCTION_INFO_V1(dlock_watch_count_sql);
+Datum
+dlock_watch_count_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(dlock_watch_db_count(MyDatabaseId));
 }
