@@ -164,6 +164,12 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "==> dlock test suite: source $SRC"
+# t/120_monitoring_exporter.pl runs Debian's exporter and promtool: installed
+# unless that test is left out
+if [[ " ${DLOCK_SKIP:-} " != *" tap:120_monitoring_exporter "* ]] &&
+        { [ -z "${DLOCK_ONLY:-}" ] || [[ " $DLOCK_ONLY " == *" tap:120_monitoring_exporter "* ]]; }; then
+    DLOCK_PACKAGES+=(prometheus-postgres-exporter prometheus)
+fi
 dlock_ensure_packages || fail_early "installing packages"
 echo "==> $("$DLOCK_PG_CONFIG" --version), $(gcc --version | head -n1)"
 
