@@ -14,6 +14,11 @@ var (
 	// ErrHolderInUse: another lease of this process has the key with this
 	// holder, from its acquire until its release has been answered.
 	ErrHolderInUse = errors.New("dlock: holder in use")
+	// ErrTimeout: no server answered a dlock call in time (an acquire's
+	// deadline: its wait plus max(ttl, 5 s)); the call's outcome is unknown
+	// (an acquire's is given back).  It comes as a *DatabaseError with
+	// SQLState "".  The caller's own context ending is ctx.Err() instead.
+	ErrTimeout = errors.New("dlock: no answer in time")
 )
 
 // LostError is the error of a lost lease: errors.Is(err, ErrLost).
@@ -36,9 +41,17 @@ func (e *LostError) Is(target error) bool { return target == ErrLost }
 type DatabaseError struct {
 	SQLState string
 	Err      error
+	timedOut bool
 }
 
+// Is makes errors.Is(err, ErrTimeout) true for a call that got no answer
+// in time.
+func (e *DatabaseError) Is(target error) bool { return target == ErrTimeout && e.timedOut }
+
 func (e *DatabaseError) Error() string {
+	if e.timedOut {
+		return "dlock: no answer in time: " + e.Err.Error()
+	}
 	if e.SQLState == "" {
 		return "dlock: " + e.Err.Error()
 	}
@@ -64,4 +77,9 @@ func dbError(err error) error {
 		return nil
 	}
 	return &DatabaseError{SQLState: sqlState(err), Err: err}
+}
+
+// timeoutError is the error of a call that got no answer by its deadline.
+func timeoutError(err error) error {
+	return &DatabaseError{Err: err, timedOut: true}
 }

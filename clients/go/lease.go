@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -106,8 +107,16 @@ func (l *Lease) acquireTokens(ctx context.Context) (time.Time, error) {
 	until := time.Now().Add(l.wait)
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
-		answer, err := l.queryString(ctx, l.t.acquireSQL(), l.t.keysJSON(), l.holder,
-			l.ttl.Microseconds(), l.wait.Microseconds())
+		left := until.Sub(sent)
+		if left < 0 {
+			left = 0
+		}
+		// each try is given up max(ttl, 5 s) after what is left of the wait
+		tctx, cancel := context.WithDeadline(ctx, sent.Add(left+maxDuration(l.ttl, 5*time.Second)))
+		answer, err := l.queryString(tctx, l.t.acquireSQL(), l.t.keysJSON(), l.holder,
+			l.ttl.Microseconds(), left.Microseconds())
+		timedOut := err != nil && tctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err == nil {
 			tokens, err := l.t.tokens(answer)
 			if err != nil {
@@ -121,12 +130,20 @@ func (l *Lease) acquireTokens(ctx context.Context) (time.Time, error) {
 			l.tokens = tokens
 			return sent, nil
 		}
-		l.closeConn()
+		if timedOut || sqlState(err) == "" {
+			l.dropConn() // its statement may still run: never back to the pool
+		} else {
+			l.closeConn()
+		}
 		if ctx.Err() != nil {
 			l.forget()
 			return sent, ctx.Err()
 		}
-		if sqlState(err) != "" || (attempt > 0 && time.Now().After(until)) {
+		if timedOut && attempt > 0 && !time.Now().Before(until) {
+			l.forget()
+			return sent, timeoutError(err)
+		}
+		if !timedOut && (sqlState(err) != "" || (attempt > 0 && time.Now().After(until))) {
 			if sqlState(err) == "" {
 				l.forget()
 			}
@@ -185,6 +202,20 @@ func (l *Lease) closeConn() {
 	l.conn = nil
 	l.mu.Unlock()
 	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// dropConn closes the lease's connection for good (database/sql drops a
+// connection whose Raw call says it is bad) after a call that got no
+// answer or failed without one.
+func (l *Lease) dropConn() {
+	l.mu.Lock()
+	c := l.conn
+	l.conn = nil
+	l.mu.Unlock()
+	if c != nil {
+		_ = c.Raw(func(interface{}) error { return driver.ErrBadConn })
 		_ = c.Close()
 	}
 }
@@ -281,4 +312,11 @@ func (l *Lease) deadlineCheck() {
 	}
 	l.mu.Unlock()
 	l.lose("no renewal was confirmed within the ttl")
+}
+
+func maxDuration(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
 }

@@ -126,6 +126,26 @@ func TestAcquireRelease(t *testing.T) {
 	})
 }
 
+// A wait ends with the key once its holder releases it, with a greater
+// token.
+func TestWaitGetsTheKey(t *testing.T) {
+	eachDriver(t, func(t *testing.T, db *sql.DB) {
+		k := key(t, "wait")
+		first := mustAcquire(t, db, k, TTL(time.Minute))
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			first.Release(context.Background())
+		}()
+		second := mustAcquire(t, db, k, TTL(time.Minute), Wait(30*time.Second))
+		if second.Token() <= first.Token() {
+			t.Fatalf("token %d after %d", second.Token(), first.Token())
+		}
+		if got := holderOf(t, db, k); got[second.Holder()] != second.Token() || len(got) != 1 {
+			t.Fatalf("dlock_locks %v, want %s", got, second.Holder())
+		}
+	})
+}
+
 func TestRenewalKeepsLease(t *testing.T) {
 	eachDriver(t, func(t *testing.T, db *sql.DB) {
 		k := key(t, "r")
@@ -316,11 +336,43 @@ func TestErrorsCarrySQLState(t *testing.T) {
 	eachDriver(t, func(t *testing.T, db *sql.DB) {
 		var de *DatabaseError
 		_, err := Acquire(context.Background(), db, "", TTL(time.Second))
-		if !errors.As(err, &de) || de.SQLState == "" {
+		if !errors.As(err, &de) || de.SQLState == "" || errors.Is(err, ErrTimeout) {
 			t.Fatalf("empty key: %v", err)
 		}
 		if _, err := Acquire(context.Background(), db, "k", TTL(0)); err == nil {
 			t.Fatal("ttl 0 accepted")
+		}
+	})
+}
+
+// No answer in time (dlock's lease table locked by an open transaction):
+// ErrTimeout, a *DatabaseError without SQLSTATE, once the acquire's
+// deadline (max(ttl, 5 s) after its wait) has passed, with either driver
+// (lib/pq reports its cancel as 57014, pgx the context's end).
+func TestNoAnswerIsTimeout(t *testing.T) {
+	eachDriver(t, func(t *testing.T, db *sql.DB) {
+		ctx := context.Background()
+		locker, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer locker.Close()
+		tx, err := locker.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.Exec("LOCK TABLE dlock.lease IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = Acquire(ctx, db, key(t, "timeout"), TTL(time.Second))
+		var de *DatabaseError
+		if !errors.Is(err, ErrTimeout) || !errors.As(err, &de) || de.SQLState != "" {
+			t.Fatalf("no answer: %v", err)
+		}
+		if time.Since(start) < 5*time.Second {
+			t.Fatalf("given up after %v, before the deadline", time.Since(start))
 		}
 	})
 }

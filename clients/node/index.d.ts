@@ -148,7 +148,10 @@ export declare function work<Row extends Record<string, any> = Record<string, an
 export declare class DlockError extends Error {}
 export declare class NotAcquiredError extends DlockError { code: 'DLOCK_NOT_ACQUIRED' }
 export declare class LeaseLostError extends DlockError { code: 'DLOCK_LEASE_LOST' }
-export declare class TimeoutError extends DlockError { code: 'DLOCK_TIMEOUT' }
+/** A dlock call the server refused (`sqlstate`, also `code`), or that no server answered (`sqlstate` null). */
+export declare class DatabaseError extends DlockError { code: string; sqlstate: string | null; cause?: unknown }
+/** No answer in time: the call's outcome is unknown. */
+export declare class TimeoutError extends DatabaseError { code: 'DLOCK_TIMEOUT'; sqlstate: null }
 /** A lease of this process (acquiring, held, or lost but not yet released) has this key with this holder. */
 export declare class HolderInUseError extends DlockError { code: 'DLOCK_HOLDER_IN_USE' }
 export declare const version: string

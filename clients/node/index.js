@@ -20,6 +20,7 @@ module.exports = {
   DlockError: core.DlockError,
   NotAcquiredError: core.NotAcquiredError,
   LeaseLostError: core.LeaseLostError,
+  DatabaseError: core.DatabaseError,
   TimeoutError: core.TimeoutError,
   HolderInUseError: core.HolderInUseError,
   version: require('./package.json').version,

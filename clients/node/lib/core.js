@@ -58,13 +58,34 @@ class HolderInUseError extends DlockError {
   }
 }
 
-// No answer before the deadline (the connection was dropped).
-class TimeoutError extends DlockError {
+// A dlock call the server refused (sqlstate: its SQLSTATE, also in code,
+// as pg has it), or that no server answered (sqlstate null; code the
+// driver's, ECONNREFUSED say).  cause: the driver's error.
+class DatabaseError extends DlockError {
+  constructor(message, cause) {
+    super(message, cause === undefined ? undefined : { cause })
+    this.name = 'DatabaseError'
+    const code = cause && typeof cause.code === 'string' ? cause.code : ''
+    this.sqlstate = /^[0-9A-Z]{5}$/.test(code) ? code : null
+    this.code = code || 'DLOCK_DATABASE'
+  }
+}
+
+// No answer before the deadline (the connection was dropped): the outcome
+// of the call is unknown.
+class TimeoutError extends DatabaseError {
   constructor(message = 'no answer in time') {
     super(message)
     this.name = 'TimeoutError'
     this.code = 'DLOCK_TIMEOUT'
   }
+}
+
+// err as the client's error: a driver's (or the network's) becomes a
+// DatabaseError; the client's own, and argument errors, stay as they are
+function databaseError(err) {
+  if (!err || err instanceof DlockError || err instanceof TypeError || err instanceof RangeError) return err
+  return new DatabaseError(err.message || String(err), err)
 }
 
 // SQLSTATEs (and classes) after which a call is worth repeating on a new
@@ -76,6 +97,7 @@ const RETRY_CLASSES = new Set(['08', '57', '53'])
 function retryable(err) {
   if (!err) return false
   if (err instanceof TimeoutError) return true
+  if (err instanceof DatabaseError) return retryable(err.cause)
   const code = typeof err.code === 'string' ? err.code : ''
   if (/^[0-9A-Z]{5}$/.test(code)) return RETRY_STATES.has(code) || RETRY_CLASSES.has(code.slice(0, 2))
   // no SQLSTATE: a connection that failed or ended (ECONNREFUSED, ...)
@@ -353,7 +375,7 @@ class Caller {
       client = await bounded(pool.connect(), left, signal, (late) => late.release())
     } catch (err) {
       this._next(err)
-      throw err
+      throw signal && signal.aborted ? err : databaseError(err)
     }
     if (!client._dlockListening) {
       client.on('error', noop) // reported through the query; the pool drops it
@@ -368,7 +390,7 @@ class Caller {
       if (broken && cancel) sendCancel(client)
       client.release(broken ? err || new Error('dropped') : undefined)
       this._next(err)
-      throw err
+      throw signal && signal.aborted ? err : databaseError(err)
     }
   }
 
@@ -487,6 +509,7 @@ module.exports = {
   DlockError,
   NotAcquiredError,
   LeaseLostError,
+  DatabaseError,
   TimeoutError,
   HolderInUseError,
   reserve,

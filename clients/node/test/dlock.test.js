@@ -122,19 +122,48 @@ test('a kept connection is closed after the pool\'s idleTimeoutMillis and never 
   assert.equal(out.toString().trim(), 'done')
 })
 
-test('errors carry the SQLSTATE (err.code)', async () => {
-  await assert.rejects(dlock.acquire(app, key(), { ttl: 31 * 86400 }), (e) => e.code === '22023')
-  await assert.rejects(dlock.acquire(app, 'k'.repeat(2000), { ttl: 5 }), (e) => e.code === '22023')
+// a server error is a DatabaseError with its SQLSTATE (sqlstate, and code
+// as pg has it) and pg's error as its cause
+const dbError = (state) => (e) =>
+  e instanceof dlock.DatabaseError && e instanceof dlock.DlockError && !(e instanceof dlock.TimeoutError) &&
+  e.sqlstate === state && e.code === state && e.cause instanceof Error && e.cause.code === state
+
+test('errors carry the SQLSTATE (err.sqlstate, err.code)', async () => {
+  await assert.rejects(dlock.acquire(app, key(), { ttl: 31 * 86400 }), dbError('22023'))
+  await assert.rejects(dlock.acquire(app, 'k'.repeat(2000), { ttl: 5 }), dbError('22023'))
   await db.query('DROP DATABASE IF EXISTS no_dlock_node')
   await db.query('CREATE DATABASE no_dlock_node')
   const other = pool(DSN, { database: 'no_dlock_node' })
   try {
-    await assert.rejects(dlock.acquire(other, key(), { ttl: 5 }), (e) => e.code === '42883')
+    await assert.rejects(dlock.acquire(other, key(), { ttl: 5 }), dbError('42883'))
   } finally {
     await other.end()
     await db.query('DROP DATABASE no_dlock_node')
   }
   await assert.rejects(dlock.acquire(app, key(), { ttl: 0 }), RangeError)
+})
+
+test('no server: a DatabaseError without SQLSTATE; no answer in time: a TimeoutError', async () => {
+  const nobody = pool(DSN, { host: '127.0.0.1', port: 1 })
+  try {
+    await assert.rejects(dlock.acquire(nobody, key(), { ttl: 1 }),
+      (e) => e instanceof dlock.DatabaseError && !(e instanceof dlock.TimeoutError) && e.sqlstate === null &&
+        e.code === 'ECONNREFUSED')
+  } finally {
+    await nobody.end()
+  }
+  // dlock's lease table locked by an open transaction: the acquire gets no
+  // answer within its deadline (max(ttl, 5 s) after the wait)
+  const locker = await db.connect()
+  try {
+    await locker.query('BEGIN; LOCK TABLE dlock.lease IN ACCESS EXCLUSIVE MODE')
+    await assert.rejects(dlock.acquire(app, key(), { ttl: 1 }),
+      (e) => e instanceof dlock.TimeoutError && e instanceof dlock.DatabaseError && e.sqlstate === null &&
+        e.code === 'DLOCK_TIMEOUT')
+  } finally {
+    await locker.query('ROLLBACK')
+    locker.release()
+  }
 })
 
 test('lost by dlock_force_release: signal aborted within the ttl, nothing renewed after', async () => {

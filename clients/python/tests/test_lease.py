@@ -67,6 +67,22 @@ def test_errors_carry_the_sqlstate(dsn, db, key):
         dlock.lease(dsn, key, ttl=0)
 
 
+def test_errors_without_an_answer(dsn, db, key):
+    """No server: a DatabaseError without SQLSTATE; no answer in time (dlock's
+    lease table locked by an open transaction): a Timeout, a DatabaseError
+    too, after the acquire's deadline (max(ttl, 5 s) past its wait)."""
+    with pytest.raises(dlock.DatabaseError) as e:
+        dlock.lease(dsn + " host=127.0.0.1 port=1", key, ttl=1).acquire()
+    assert not isinstance(e.value, dlock.Timeout)
+    assert e.value.sqlstate is None and e.value.__cause__ is not None
+    with psycopg.connect(dsn) as locker:
+        locker.execute("LOCK TABLE dlock.lease IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(dlock.Timeout) as t:
+            dlock.lease(dsn, key, ttl=1).acquire()
+        assert isinstance(t.value, dlock.DatabaseError) and t.value.sqlstate is None
+        locker.rollback()
+
+
 def test_lost_by_force_release(dsn, db, key, server):
     db.execute("CREATE TABLE IF NOT EXISTS guarded (key text, token bigint, note text)")
     calls = []

@@ -64,6 +64,7 @@ function errors(err: unknown): string {
   if (err instanceof dlock.NotAcquiredError) return err.code
   if (err instanceof dlock.LeaseLostError) return err.code
   if (err instanceof dlock.TimeoutError) return err.code
+  if (err instanceof dlock.DatabaseError) return err.sqlstate ?? err.code
   if (err instanceof dlock.HolderInUseError) return err.code
   if (err instanceof dlock.DlockError) return err.message
   return dlock.version

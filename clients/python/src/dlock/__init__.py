@@ -18,11 +18,12 @@ A thin layer over the dlock extension's SQL functions (psycopg 3)::
 """
 from ._claims import Batch, Claims, claims, work
 from ._lease import Lease, Leases, lease, leases
-from .errors import DatabaseError, Error, HolderInUse, LeaseLost, NotAcquired
+from .errors import DatabaseError, Error, HolderInUse, LeaseLost, NotAcquired, Timeout
 
 __version__ = "0.4.0"
 
 __all__ = [
     "lease", "Lease", "leases", "Leases", "claims", "Claims", "Batch", "work",
-    "Error", "NotAcquired", "LeaseLost", "HolderInUse", "DatabaseError", "__version__",
+    "Error", "NotAcquired", "LeaseLost", "HolderInUse", "DatabaseError", "Timeout",
+    "__version__",
 ]

@@ -41,7 +41,7 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 
 from ._target import Target
-from .errors import DatabaseError, Error, HolderInUse, LeaseLost, NotAcquired
+from .errors import DatabaseError, Error, HolderInUse, LeaseLost, NotAcquired, Timeout
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -134,10 +134,12 @@ def wrap(exc: BaseException, what: str) -> DatabaseError:
     """A DatabaseError carrying the server's SQLSTATE (if any) for exc."""
     if isinstance(exc, DatabaseError):
         return exc
-    text = str(exc).strip() or type(exc).__name__
+    err: DatabaseError
     if isinstance(exc, asyncio.TimeoutError):
-        text = "no answer in time"
-    err = DatabaseError(f"{what}: {text}", getattr(exc, "sqlstate", None))
+        err = Timeout(f"{what}: no answer in time")
+    else:
+        text = str(exc).strip() or type(exc).__name__
+        err = DatabaseError(f"{what}: {text}", getattr(exc, "sqlstate", None))
     err.__cause__ = exc
     return err
 

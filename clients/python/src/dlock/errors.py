@@ -3,14 +3,15 @@
 Every error the client raises is a `dlock.Error`.  One that the server
 answered (or a connection failure) is a `DatabaseError` whose `sqlstate`
 is the server's SQLSTATE (None when no server answered), with the psycopg
-error as its ``__cause__``.  Errors of your own statements run through
+error as its ``__cause__``; a call that got no answer in time is a
+`Timeout`, a kind of `DatabaseError`.  Errors of your own statements run through
 `Lease.execute` are psycopg's, unchanged (they carry ``sqlstate`` too).
 """
 from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["Error", "NotAcquired", "LeaseLost", "HolderInUse", "DatabaseError"]
+__all__ = ["Error", "NotAcquired", "LeaseLost", "HolderInUse", "DatabaseError", "Timeout"]
 
 
 class Error(Exception):
@@ -46,3 +47,11 @@ class DatabaseError(Error):
     def __init__(self, message: str, sqlstate: Optional[str] = None):
         super().__init__(message)
         self.sqlstate = sqlstate
+
+
+class Timeout(DatabaseError):
+    """No answer in time: the call's outcome is unknown (an acquire's is
+    given back), and its connection was dropped.  ``sqlstate`` is None."""
+
+    def __init__(self, message: str):
+        super().__init__(message, None)
