@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Option sets a lease's ttl, wait, holder, shape or loss callback.
+// Option sets a lease's ttl, wait, holder, shape or loss callback, or a
+// claim loop's (claim_options.go).
 type Option func(*options)
 
 type options struct {
@@ -18,6 +19,19 @@ type options struct {
 	slots  int
 	shared bool
 	onLost func(*Lease)
+
+	// claim loops (claim_options.go)
+	claim       bool
+	n           int
+	filter      string
+	orderBy     string
+	maxAttempts int
+	poll        time.Duration
+	backoff     time.Duration
+	backoffMax  time.Duration
+	groupBy     string
+	perGroup    int
+	fair        bool
 }
 
 // TTL is how long the lease lasts unless renewed (default 30 s; the
@@ -58,6 +72,8 @@ func buildOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("dlock: slots must be at least 1, not %d", o.slots)
 	case o.slots > 0 && o.shared:
 		return o, fmt.Errorf("dlock: a lease is either one of slots places or shared, not both")
+	case o.claim:
+		return o, fmt.Errorf("dlock: N, Filter, OrderBy, MaxAttempts, Poll, Backoff, GroupBy, PerGroup and Fair are options of a claim loop, not of a lease")
 	}
 	if o.holder == "" {
 		o.holder = defaultHolder()
