@@ -366,7 +366,11 @@ func TestNoAnswerIsTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		_, err = Acquire(ctx, db, key(t, "timeout"), TTL(time.Second))
+		// the caller's own deadline, far after the client's (two tries of
+		// 5 s): without the client's, the error would be the context's
+		cctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+		defer cancel()
+		_, err = Acquire(cctx, db, key(t, "timeout"), TTL(time.Second))
 		var de *DatabaseError
 		if !errors.Is(err, ErrTimeout) || !errors.As(err, &de) || de.SQLState != "" {
 			t.Fatalf("no answer: %v", err)
