@@ -16,6 +16,8 @@
 #                            one TAP file at a time, each with a line when it
 #                            starts and ends (and every 30 s while it runs)
 # (the TAP tests start their own clusters with PostgreSQL::Test::Cluster).
+# Beside them, in the background, scripts/test-clients.sh tests the clients
+# (clients/) against a cluster of its own; its output follows theirs.
 # Time limits only catch hangs: they are far above what a loaded machine
 # needs, and a suite or file that runs out names the variable that raises it.
 # Every process the run starts carries a tag in its environment: what a
@@ -117,6 +119,7 @@ on_exit() {
     local rc=$?
     trap - EXIT INT TERM
     [ -z "$STEP_PID" ] || kill -TERM "$STEP_PID" 2>/dev/null
+    [ -z "${CLIENTS_PID:-}" ] || kill -TERM "$CLIENTS_PID" 2>/dev/null
     dlock_cleanup
     stop_leftovers
     exit $rc
@@ -254,6 +257,39 @@ fi
 dlock_cluster_start "$WORK/cluster" auto ${extra_conf[@]+"${extra_conf[@]}"} ||
     fail_early "starting the test cluster"
 echo "==> test cluster: PGHOST=$PGHOST PGPORT=$PGPORT (log $DLOCK_SERVER_LOG)"
+
+# ---- the client libraries (issue 27) --------------------------------------
+# scripts/test-clients.sh tests clients/python, clients/node and clients/go
+# against a cluster of its own (its tests stop and restart the server), with
+# the dlock just installed; its `N passed, N failed` is added to the totals.
+# Left out when DLOCK_ONLY names no "clients" entry.  It runs in the
+# background beside pg_regress, isolation and TAP (they wait on servers far
+# more than they compute: together they take minutes less), its output in
+# $WORK/logs/clients.log, shown when the other suites are done.
+# In a root of scripts/test-matrix.sh (its apt setting marks it) only the
+# Python client runs: npm there has neither the host's CA bundle nor its
+# proxy settings to reach the registry.
+CLIENTS_PID=
+if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
+        [[ " ${DLOCK_SKIP:-} " != *" clients "* ]]; then
+    # DLOCK_ONLY's clients:LANG[:NAME] entries narrow the run to one
+    # client's tests (whose names match NAME): what a client mutant needs
+    CLIENTS_ONLY=
+    if [ -n "$ONLY" ] && [[ " $DLOCK_ONLY " != *" clients "* ]]; then
+        for e in $DLOCK_ONLY; do
+            [[ $e == clients:* ]] && CLIENTS_ONLY+="${CLIENTS_ONLY:+ }${e#clients:}"
+        done
+    fi
+    if [ -f /etc/apt/apt.conf.d/99dlock-matrix ]; then
+        CLIENTS_ONLY=python
+        NOTES+=("NOTE: [clients] in a root of scripts/test-matrix.sh: the Python client only (no npm registry there)")
+    fi
+    echo "==> [clients] scripts/test-clients.sh (the Python, Node and Go clients) starts beside the other suites"
+    CLIENTS_START=$SECONDS
+    DLOCK_SRC="$SRC" DLOCK_CLIENTS_NO_BUILD=1 DLOCK_CLIENTS_ONLY="$CLIENTS_ONLY" \
+        bash "$REPO/scripts/test-clients.sh" </dev/null >"$WORK/logs/clients.log" 2>&1 &
+    CLIENTS_PID=$!
+fi
 
 # run_step NAME LIMIT LOG SHOW CMD...: runs CMD (in $BUILD, as postgres, with
 # the step's tag DLOCK_STEP_TAG=$RUN_TAG/NAME in its environment) under a time
@@ -645,33 +681,15 @@ fi
 
 dlock_cluster_stop "$WORK/cluster"
 
-# ---- the client libraries (issue 27) --------------------------------------
-# scripts/test-clients.sh tests clients/python, clients/node and clients/go against a
-# cluster of its own (its tests stop and restart the server), with the dlock
-# just installed; its `N passed, N failed` is added to the totals.  Left out
-# when DLOCK_ONLY names no "clients" entry.
-# In a root of scripts/test-matrix.sh (its apt setting marks it) only the
-# Python client runs: npm there has neither the host's CA bundle nor its
-# proxy settings to reach the registry.
-if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
-        [[ " ${DLOCK_SKIP:-} " != *" clients "* ]]; then
-    # DLOCK_ONLY's clients:LANG[:NAME] entries narrow the run to one
-    # client's tests (whose names match NAME): what a client mutant needs
-    CLIENTS_ONLY=
-    if [ -n "$ONLY" ] && [[ " $DLOCK_ONLY " != *" clients "* ]]; then
-        for e in $DLOCK_ONLY; do
-            [[ $e == clients:* ]] && CLIENTS_ONLY+="${CLIENTS_ONLY:+ }${e#clients:}"
-        done
-    fi
-    if [ -f /etc/apt/apt.conf.d/99dlock-matrix ]; then
-        CLIENTS_ONLY=python
-        NOTES+=("NOTE: [clients] in a root of scripts/test-matrix.sh: the Python client only (no npm registry there)")
-    fi
+# ---- the client libraries: their result --------------------------------
+# (started beside the other suites: clients_start, above)
+if [ -n "${CLIENTS_PID:-}" ]; then
+    wait "$CLIENTS_PID"
+    CLIENTS_RC=$?
+    CLIENTS_PID=
     echo
-    echo "==> [clients] scripts/test-clients.sh (the Python, Node and Go clients)"
-    DLOCK_SRC="$SRC" DLOCK_CLIENTS_NO_BUILD=1 DLOCK_CLIENTS_ONLY="$CLIENTS_ONLY" \
-        bash "$REPO/scripts/test-clients.sh" </dev/null 2>&1 | tee "$WORK/logs/clients.log"
-    CLIENTS_RC=${PIPESTATUS[0]}
+    echo "==> [clients] scripts/test-clients.sh's output ($WORK/logs/clients.log):"
+    cat "$WORK/logs/clients.log"
     CLIENTS_LINE=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/logs/clients.log" | tail -n 1)
     CLIENTS_P=$(sed -nE 's/^([0-9]+) passed.*/\1/p' <<<"$CLIENTS_LINE")
     CLIENTS_F=$(sed -nE 's/^[0-9]+ passed, ([0-9]+) failed$/\1/p' <<<"$CLIENTS_LINE")
@@ -681,11 +699,10 @@ if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
     if [ "$CLIENTS_F" -gt 0 ]; then
         NOTES+=("FAIL: [clients] $CLIENTS_F failure(s) (exit $CLIENTS_RC); see scripts/test-clients.sh's output above")
     fi
-    echo "==> [clients] $CLIENTS_P passed, $CLIENTS_F failed"
+    echo "==> [clients] $CLIENTS_P passed, $CLIENTS_F failed, in $((SECONDS - CLIENTS_START)) s (beside the other suites)"
     PASSED=$((PASSED + CLIENTS_P))
     FAILED=$((FAILED + CLIENTS_F))
 fi
-# ---- end of the client libraries' block -----------------------------------
 
 # Nothing this run started may be alive now: a process a test left behind
 # gets DLOCK_LEFTOVER_GRACE seconds (60) to end by itself (a command's
