@@ -54,10 +54,11 @@
 #                          isolation:wait_fifo tap:015_wake" (scripts/mutate.sh);
 #                          a suite with none of them is left out; "clients"
 #                          runs every client's tests, "clients:python",
-#                          "clients:node" or "clients:go" one client's,
-#                          "clients:LANG:NAME" only its tests whose names
-#                          match NAME (pytest -k, node --test-name-pattern,
-#                          go test -run; scripts/test-clients.sh)
+#                          "clients:node", "clients:go" or "clients:java"
+#                          one client's, "clients:LANG:NAME" only its tests
+#                          whose names match NAME (pytest -k, node
+#                          --test-name-pattern, go test -run, JUnit test
+#                          methods; scripts/test-clients.sh)
 #   DLOCK_SKIP             leave these tests out, e.g. "tap:081_cli_args clients"
 #                          (scripts/test-matrix.sh in CI: what does not differ
 #                          by PostgreSQL version runs once, on this machine)
@@ -646,7 +647,7 @@ fi
 dlock_cluster_stop "$WORK/cluster"
 
 # ---- the client libraries (issue 27) --------------------------------------
-# scripts/test-clients.sh tests clients/python, clients/node and clients/go against a
+# scripts/test-clients.sh tests clients/python, clients/node, clients/go and clients/java against a
 # cluster of its own (its tests stop and restart the server), with the dlock
 # just installed; its `N passed, N failed` is added to the totals.  Left out
 # when DLOCK_ONLY names no "clients" entry.
@@ -668,7 +669,7 @@ if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
         NOTES+=("NOTE: [clients] in a root of scripts/test-matrix.sh: the Python client only (no npm registry there)")
     fi
     echo
-    echo "==> [clients] scripts/test-clients.sh (the Python, Node and Go clients)"
+    echo "==> [clients] scripts/test-clients.sh (the Python, Node, Go and Java clients)"
     DLOCK_SRC="$SRC" DLOCK_CLIENTS_NO_BUILD=1 DLOCK_CLIENTS_ONLY="$CLIENTS_ONLY" \
         bash "$REPO/scripts/test-clients.sh" </dev/null 2>&1 | tee "$WORK/logs/clients.log"
     CLIENTS_RC=${PIPESTATUS[0]}
