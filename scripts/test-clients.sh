@@ -488,7 +488,7 @@ if want java; then
         else
             # an aborted test (a failed assumption) or a skipped one is not a pass
             f=$(( f + ${a:-0} + ${s:-0} ))
-            [ "$f" -gt 0 ] && NOTES+=("FAIL: [java] $f test(s) failed: $(sed -nE 's/.*-- ([A-Za-z0-9_]+)\(\) \[X\].*/\1/p' "$WORK/junit.log" | tr '\n' ' ')")
+            [ "$f" -gt 0 ] && NOTES+=("FAIL: [java] $f test(s) failed: $(sed -nE 's/.*-- ([A-Za-z0-9_]+)\(\)( [0-9]+ ms)? \[[XA]\].*/\1/p' "$WORK/junit.log" | tr '\n' ' ')")
         fi
         [ "$RUN_RC" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [java] exit $RUN_RC"); }
         [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [java] ran no test"); }

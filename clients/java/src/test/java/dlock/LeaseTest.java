@@ -224,8 +224,8 @@ class LeaseTest {
                     throw new IllegalStateException(e);
                 }
             });
-            Thread.sleep(300);
-            assertFalse(forced.isDone(), "the force-release went through the fence");
+            assertThrows(TimeoutException.class, () -> forced.get(1500, TimeUnit.MILLISECONDS),
+                    "the force-release went through the fence");
             c.commit();
             forced.get(30, TimeUnit.SECONDS);
             // now the fence says no and nothing is written (autocommit: execute makes the transaction)
