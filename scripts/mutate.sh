@@ -178,7 +178,8 @@ sub close_paren
 #     next line "}" (gofmt's style)
 #  Java: "class NAME" (interface, enum, record) or a method or constructor
 #     "NAME(...) {" after its modifiers and type (a throws clause too), to
-#     the next "}" at its indentation
+#     the next "}" at its indentation; a class's name alone is the class,
+#     Class.Class its constructor
 sub defs
 {
 	my ($lang, $s, $name) = @_;
@@ -246,17 +247,27 @@ sub defs
 	elsif ($lang eq 'java')
 	{
 		my $mods = qr/(?:(?:public|protected|private|static|final|abstract|synchronized|native|default)[ \t]+)*/;
-		while ($s =~ /^([ \t]*)$mods(?:(class|interface|enum|record)[ \t]+\Q$name\E\b|(?:<[^>\n]*>[ \t]*)?(?:[\w.\[\]<>?,]+[ \t]+)?\Q$name\E[ \t]*\()/mg)
+		while ($s =~ /^([ \t]*)$mods(?:(class|interface|enum|record)[ \t]+\Q$name\E\b|(?:<[^>\n]*>[ \t]*)?(?:[\w.]+(?:<[^;(){}=\n]*>)?(?:\[\])*[ \t]+)?\Q$name\E[ \t]*\()/mg)
 		{
 			my ($ind, $start, $hdr) = ($1, $-[0], $+[0]);
 			if (!defined $2)
 			{
 				$hdr = close_paren($s, $hdr - 1) // next;
 			}
+			my $class = defined $2;
 			my $rest = substr($s, $hdr);
 			next unless $rest =~ /\A[^;{}]*\{[ \t]*\n/ && $rest =~ /^\Q$ind\E\}/m;
-			push @r, [ $start, $hdr + $+[0] ];
+			# a class searched within itself (Class.Class): its constructor
+			next if $class && $start == 0;
+			push @r, [ $start, $hdr + $+[0], $class ];
 		}
+		# a class and its constructors share the name: the class
+		my @classes = grep { $_->[2] } @r;
+		@r = grep {
+			my $m = $_;
+			$m->[2] || !grep { $_->[0] <= $m->[0] && $m->[1] <= $_->[1] } @classes
+		} @r;
+		@r = map { [ $_->[0], $_->[1] ] } @r;
 	}
 	return @r;
 }
