@@ -462,11 +462,14 @@ if want java; then
         PASSED=$((PASSED + 1))
         JAVA_SEL=()
         if [ ${#JAVA_RUN[@]} -gt 0 ]; then
-            # the @Test methods whose names match one of the expressions
-            for m in $(grep -h -A1 '@Test' "$JSRC"/src/test/java/dlock/*.java |
-                    sed -nE 's/^ *void ([A-Za-z0-9_]+)\(\).*/\1/p'); do
-                for r in "${JAVA_RUN[@]}"; do
-                    grep -qE -- "$r" <<<"$m" && { JAVA_SEL+=("--select-method=dlock.LeaseTest#$m"); break; }
+            # the @Test methods whose names match one of the expressions,
+            # in each test class (a file's name)
+            for tf in "$JSRC"/src/test/java/dlock/*.java; do
+                tc=$(basename "$tf" .java)
+                for m in $(grep -A1 '@Test' "$tf" | sed -nE 's/^ *void ([A-Za-z0-9_]+)\(\).*/\1/p'); do
+                    for r in "${JAVA_RUN[@]}"; do
+                        grep -qE -- "$r" <<<"$m" && { JAVA_SEL+=("--select-method=dlock.$tc#$m"); break; }
+                    done
                 done
             done
             [ ${#JAVA_SEL[@]} -gt 0 ] || JAVA_SEL=(--select-method=dlock.LeaseTest#no_test_matches)

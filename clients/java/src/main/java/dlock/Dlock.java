@@ -115,4 +115,36 @@ public final class Dlock {
         }
         return Lease.acquire(ds, new Target(uniq, 0, false, true), o);
     }
+
+    /**
+     * New claim options, to pass to {@link #claims}.
+     *
+     * @return the defaults: 10 rows a batch, ttl 30 s, every row, poll every second
+     */
+    public static ClaimOptions claimOptions() {
+        return new ClaimOptions();
+    }
+
+    /**
+     * The claim loop over table (a single-column primary key) for holder:
+     * batches of up to n rows claimed with {@code dlock_claim}, renewed
+     * while worked on, given back unless completed. The loop keeps one
+     * connection of {@code ds} while it runs.
+     *
+     * @param ds where the loop's own connection comes from
+     * @param table the table's name, as SQL would write it
+     * @param holder the claimer's name
+     * @param options n, ttl, filter, orderBy, maxAttempts, poll, untilEmpty, retryAfter
+     * @return the loop: close it (try-with-resources)
+     * @throws DatabaseException when the table cannot be looked up
+     * @throws DlockException when the table has no single-column primary key
+     */
+    public static Claims claims(DataSource ds, String table, String holder, ClaimOptions options) {
+        Objects.requireNonNull(ds, "ds");
+        Objects.requireNonNull(table, "table");
+        if (holder == null || holder.isEmpty()) {
+            throw new IllegalArgumentException("dlock: holder must be a non-empty string");
+        }
+        return Claims.open(ds, table, holder, options.checked());
+    }
 }
