@@ -123,7 +123,7 @@ public final class Batch {
             }
         }
         if (e != null) {
-            throw new LeaseLostException(e.key(), e.reason());
+            throw new LeaseLostException("claims on", e.key(), e.reason());
         }
     }
 
@@ -287,7 +287,7 @@ public final class Batch {
             if (lostWhy != null) {
                 return;
             }
-            e = new LeaseLostException(loop.table, reason);
+            e = new LeaseLostException("claims on", loop.table, reason);
             lostWhy = e;
             if (nextRenewal != null) {
                 nextRenewal.cancel(false);

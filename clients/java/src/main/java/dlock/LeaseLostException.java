@@ -3,6 +3,7 @@ package dlock;
 /**
  * The lease is lost (a renewal was refused, no renewal was confirmed within
  * the ttl, or a fence said no) or released: the work it protects must stop.
+ * A claim loop's {@link Batch} throws it too, when its claims are lost.
  * {@link #reason()} says why; {@link #released()} tells a release apart.
  */
 public class LeaseLostException extends DlockException {
@@ -23,13 +24,19 @@ public class LeaseLostException extends DlockException {
      * @param reason why it is lost
      */
     public LeaseLostException(String key, String reason) {
-        super("dlock: lease on \"" + key + "\" lost: " + reason);
+        this("lease on", key, reason);
+    }
+
+    /** A loss of what (a lease on, claims on) key. */
+    LeaseLostException(String what, String key, String reason) {
+        super("dlock: " + what + " \"" + key + "\" lost: " + reason);
         this.key = key;
         this.reason = reason;
     }
 
     /**
-     * The lease's key (the first, for several keys).
+     * The lease's key (the first, for several keys), or the table of a
+     * claim loop's batch.
      *
      * @return the key
      */
