@@ -113,7 +113,7 @@ fi
 # at the first broken one (exit status 3).  The places are found as
 # scripts/mutants.txt describes: a function is looked for in src/ and cli/
 # (*.c, *.h), clients/python/src/ (*.py), clients/node/lib/ (*.js) and
-# clients/go/ (*.go, not *_test.go).
+# clients/go/ (*.go, not *_test.go) and clients/java/src/main/java/ (*.java).
 PLACE_PL=$(cat <<'PERL'
 use strict;
 use warnings;
@@ -140,16 +140,16 @@ find(
 		wanted => sub {
 			$File::Find::prune = 1 if /\/(?:node_modules|__pycache__|\.git)$/;
 			push @code, $File::Find::name
-			  if -f $_ && m{^(?:src/.*\.[ch]|cli/.*\.[ch]|clients/python/src/.*\.py|clients/node/lib/.*\.js|clients/go/[^/]*(?<!_test)\.go)$};
+			  if -f $_ && m{^(?:src/.*\.[ch]|cli/.*\.[ch]|clients/python/src/.*\.py|clients/node/lib/.*\.js|clients/go/[^/]*(?<!_test)\.go|clients/java/src/main/java/.*\.java)$};
 		}
 	},
-	grep { -d } qw(src cli clients/python/src clients/node/lib clients/go));
+	grep { -d } qw(src cli clients/python/src clients/node/lib clients/go clients/java/src/main/java));
 @code = sort @code;
 
 sub lang
 {
 	my ($f) = @_;
-	return $f =~ /\.[ch]$/ ? 'c' : $f =~ /\.py$/ ? 'py' : $f =~ /\.[cm]?js$/ ? 'js' : $f =~ /\.go$/ ? 'go' : undef;
+	return $f =~ /\.[ch]$/ ? 'c' : $f =~ /\.py$/ ? 'py' : $f =~ /\.[cm]?js$/ ? 'js' : $f =~ /\.go$/ ? 'go' : $f =~ /\.java$/ ? 'java' : undef;
 }
 
 # the offset just past the parenthesis that closes the one at $i in $s
@@ -176,6 +176,10 @@ sub close_paren
 #     (async, static, get, set, *), to the next "}" at its indentation
 #  Go: "func NAME(" or a method "func (RECV) NAME(" at column 0, to the
 #     next line "}" (gofmt's style)
+#  Java: "class NAME" (interface, enum, record) or a method or constructor
+#     "NAME(...) {" after its modifiers and type (a throws clause too), to
+#     the next "}" at its indentation; a class's name alone is the class,
+#     Class.Class its constructor
 sub defs
 {
 	my ($lang, $s, $name) = @_;
@@ -240,6 +244,31 @@ sub defs
 			push @r, [ $start, $e + 2 ];
 		}
 	}
+	elsif ($lang eq 'java')
+	{
+		my $mods = qr/(?:(?:public|protected|private|static|final|abstract|synchronized|native|default)[ \t]+)*/;
+		while ($s =~ /^([ \t]*)$mods(?:(class|interface|enum|record)[ \t]+\Q$name\E\b|(?:<[^>\n]*>[ \t]*)?(?:[\w.]+(?:<[^;(){}=\n]*>)?(?:\[\])*[ \t]+)?\Q$name\E[ \t]*\()/mg)
+		{
+			my ($ind, $start, $hdr) = ($1, $-[0], $+[0]);
+			if (!defined $2)
+			{
+				$hdr = close_paren($s, $hdr - 1) // next;
+			}
+			my $class = defined $2;
+			my $rest = substr($s, $hdr);
+			next unless $rest =~ /\A[^;{}]*\{[ \t]*\n/ && $rest =~ /^\Q$ind\E\}/m;
+			# a class searched within itself (Class.Class): its constructor
+			next if $class && $start == 0;
+			push @r, [ $start, $hdr + $+[0], $class ];
+		}
+		# a class and its constructors share the name: the class
+		my @classes = grep { $_->[2] } @r;
+		@r = grep {
+			my $m = $_;
+			$m->[2] || !grep { $_->[0] <= $m->[0] && $m->[1] <= $_->[1] } @classes
+		} @r;
+		@r = map { [ $_->[0], $_->[1] ] } @r;
+	}
 	return @r;
 }
 
@@ -254,7 +283,7 @@ sub places
 	if (defined $path)
 	{
 		return "no file $path" unless -f $path && defined slurp($path);
-		return "$path is not C, Python, JavaScript or Go: key the whole file" unless lang($path);
+		return "$path is not C, Python, JavaScript, Go or Java: key the whole file" unless lang($path);
 		@files = ($path);
 	}
 	my @parts = split /\./, $key, -1;
@@ -277,7 +306,7 @@ sub places
 		}
 		push @found, map { [ $f, @$_ ] } @in;
 	}
-	return "no function $key in " . ($path // "src/, cli/, clients/python/src/, clients/node/lib/ or clients/go/")
+	return "no function $key in " . ($path // "src/, cli/, clients/python/src/, clients/node/lib/, clients/go/ or clients/java/src/main/java/")
 	  unless @found;
 	return "$key is defined " . scalar(@found) . " times (" . join(', ', map { $_->[0] } @found)
 	  . "): key it as PATH::$key" if @found > 1;
@@ -344,7 +373,7 @@ missing_tests() {
             regress:*) f=sql/${t#regress:}.sql ;;
             isolation:*) f=specs/${t#isolation:}.spec ;;
             tap:*) f=t/${t#tap:}.pl ;;
-            clients|clients:python|clients:node|clients:go) f=scripts/test-clients.sh ;;   # the clients' tests
+            clients|clients:python|clients:node|clients:go|clients:java) f=scripts/test-clients.sh ;;   # the clients' tests
             clients:python:*)   # a test function whose name holds NAME (pytest -k)
                 f=scripts/test-clients.sh
                 grep -qE "^(async )?def [A-Za-z0-9_]*${t#clients:python:}" "$REPO"/clients/python/tests/*.py || f= ;;
@@ -356,6 +385,10 @@ missing_tests() {
                 f=scripts/test-clients.sh
                 sed -nE 's/^func (Test[A-Za-z0-9_]*)\(t \*testing\.T\).*/\1/p' "$REPO"/clients/go/*_test.go |
                     grep -qE -- "${t#clients:go:}" || f= ;;
+            clients:java:*)     # a JUnit @Test method whose name matches NAME
+                f=scripts/test-clients.sh
+                grep -h -A1 '@Test' "$REPO"/clients/java/src/test/java/dlock/*.java |
+                    sed -nE 's/^ *void ([A-Za-z0-9_]+)\(\).*/\1/p' | grep -qE -- "${t#clients:java:}" || f= ;;
             *) f= ;;
         esac
         [ -n "$f" ] && [ -f "$REPO/$f" ] || missing+="$t "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/test-clients.sh - the Python, Node and Go clients (clients/)
+# scripts/test-clients.sh - the Python, Node, Go and Java clients (clients/)
 # tested against a real server.
 #
 #   sudo bash scripts/test-clients.sh        (scripts/test.sh runs it too)
@@ -8,7 +8,8 @@
 # scripts/lib.sh needs for dlock, and python3-psycopg python3-pytest python3-mypy
 # python3-venv python3-setuptools, nodejs and npm unless a
 # node and npm are on PATH, golang-go golang-github-lib-pq-dev
-# golang-github-jackc-pgx-v4-dev, pgbouncer), builds and installs dlock (unless
+# golang-github-jackc-pgx-v4-dev, openjdk-17-jdk-headless libpostgresql-jdbc-java
+# junit5, pgbouncer), builds and installs dlock (unless
 # DLOCK_CLIENTS_NO_BUILD=1: scripts/test.sh has just done it), copies
 # clients/ under /tmp (nothing is written into the checkout) and starts:
 #   - a throwaway cluster (PostgreSQL as postgres, shared_preload_libraries
@@ -31,7 +32,12 @@
 #           against index.d.ts, one test), then `node --test`;
 #   Go:     gofmt -l and go vet (one test), then `go test` in GOPATH mode
 #           over Debian's /usr/share/gocode (no module proxy), each test
-#           with lib/pq and with pgx's stdlib driver.
+#           with lib/pq and with pgx's stdlib driver;
+#   Java:   javac -Xlint:all -Werror --release 17 of clients/java (main and
+#           tests) and javadoc -Xdoclint:all -Werror of its public API (one
+#           test), over Debian's jars only (/usr/share/java: PostgreSQL's
+#           JDBC driver, JUnit 5; no Maven repository), then JUnit 5's
+#           console launcher, each test counted.
 # Prints each runner's summary and, last, `N passed, N failed` (tests of
 # all); exits non-zero on any failure or if a suite ran nothing.  Every
 # process it started (cluster, pgbouncer, test runners) is stopped on
@@ -41,11 +47,13 @@
 #   DLOCK_SRC                source tree whose clients/ to test (default: this repository)
 #   DLOCK_CLIENTS_NO_BUILD=1 dlock is built and installed already (DLOCK_PG_BIN)
 #   DLOCK_TIMEOUT_CLIENTS    time limit of each runner in seconds (default 900)
-#   DLOCK_CLIENTS_ONLY       python, node or go: run only that one; or entries
+#   DLOCK_CLIENTS_ONLY       python, node, go or java: run only that one; or entries
 #                            LANG:NAME (space separated): only LANG's tests
 #                            whose names match NAME (pytest -k NAME, joined
 #                            with "or"; node --test-name-pattern NAME, a
-#                            regular expression; go test -run NAME), e.g. "python:same_holder
+#                            regular expression; go test -run NAME; java: the
+#                            JUnit test methods whose names match the regular
+#                            expression NAME), e.g. "python:same_holder
 #                            node:same.holder" (client mutants); with
 #                            DLOCK_FAIL_FAST=1 pytest stops at its first failure
 #   DLOCK_KEEP=1             keep the /tmp work directory
@@ -122,27 +130,32 @@ fi
 # packages
 # ---------------------------------------------------------------------------
 echo "==> dlock clients tests: source $SRC/clients"
-[ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] && [ -d "$SRC/clients/go" ] || fail_early "$SRC/clients is missing"
+[ -d "$SRC/clients/python" ] && [ -d "$SRC/clients/node" ] && [ -d "$SRC/clients/go" ] &&
+    [ -d "$SRC/clients/java" ] || fail_early "$SRC/clients is missing"
 LANGS=
 PY_K=()       # pytest -k names, when only some Python tests run
 NODE_PAT=()   # node --test-name-pattern patterns, likewise
 GO_RUN=()     # go test -run patterns, likewise
+JAVA_RUN=()   # regular expressions of JUnit test methods' names, likewise
 PY_ALL=0
 NODE_ALL=0
 GO_ALL=0
+JAVA_ALL=0
 for e in $ONLY; do
     lang=${e%%:*}
     case "$lang" in
-        python|node|go) ;;
-        *) fail_early "DLOCK_CLIENTS_ONLY takes python, node, go, python:NAME, node:NAME or go:NAME, not '$e'" ;;
+        python|node|go|java) ;;
+        *) fail_early "DLOCK_CLIENTS_ONLY takes python, node, go, java, python:NAME, node:NAME, go:NAME or java:NAME, not '$e'" ;;
     esac
     LANGS+=" $lang"
     if [ "$e" = "$lang" ]; then
-        case "$lang" in python) PY_ALL=1 ;; node) NODE_ALL=1 ;; go) GO_ALL=1 ;; esac
+        case "$lang" in python) PY_ALL=1 ;; node) NODE_ALL=1 ;; go) GO_ALL=1 ;; java) JAVA_ALL=1 ;; esac
     elif [ "$lang" = python ]; then
         PY_K+=("${e#*:}")
     elif [ "$lang" = go ]; then
         GO_RUN+=("${e#*:}")
+    elif [ "$lang" = java ]; then
+        JAVA_RUN+=("${e#*:}")
     else
         NODE_PAT+=("--test-name-pattern=${e#*:}")
     fi
@@ -150,6 +163,7 @@ done
 [ "$PY_ALL" = 1 ] && PY_K=()
 [ "$NODE_ALL" = 1 ] && NODE_PAT=()
 [ "$GO_ALL" = 1 ] && GO_RUN=()
+[ "$JAVA_ALL" = 1 ] && JAVA_RUN=()
 # the node file's 'setup' test makes what the others use
 [ ${#NODE_PAT[@]} -gt 0 ] && NODE_PAT+=("--test-name-pattern=^setup\$")
 want() { [ -z "$ONLY" ] || [[ "$LANGS " == *" $1 "* ]]; }
@@ -164,6 +178,8 @@ DLOCK_PACKAGES+=(pgbouncer)
 want python && DLOCK_PACKAGES+=(python3-psycopg python3-pytest python3-venv python3-setuptools python3-mypy)
 # Go: Debian's compiler and drivers, built in GOPATH mode (no module proxy)
 want go && DLOCK_PACKAGES+=(golang-go golang-github-lib-pq-dev golang-github-jackc-pgx-v4-dev)
+# Java: Debian's JDK and jars (/usr/share/java), no Maven repository
+want java && DLOCK_PACKAGES+=(openjdk-17-jdk-headless libpostgresql-jdbc-java junit5)
 # node and npm: Debian's, unless some are on PATH already (a NodeSource
 # nodejs brings its own npm, which Debian's npm package would conflict with)
 if want node; then
@@ -419,6 +435,73 @@ if want go; then
     [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [go] ran no test"); }
     echo "==> [go] $p passed, $f failed"
     PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+fi
+
+# ---------------------------------------------------------------------------
+# Java
+# ---------------------------------------------------------------------------
+
+if want java; then
+    echo
+    # Debian's jars only: the JDBC driver (libpostgresql-jdbc-java) and
+    # JUnit 5 (junit5); the classes are compiled under $WORK, not the checkout
+    JSRC="$WORK/src/clients/java"
+    JOUT="$WORK/java-build"
+    JAR=/usr/share/java
+    JDBC="$JAR/postgresql.jar"
+    JUNIT_API="$JAR/junit-jupiter-api.jar:$JAR/opentest4j.jar:$JAR/junit-platform-commons.jar:$JAR/apiguardian-api.jar"
+    echo "==> [java] $(javac -version 2>&1): javac -Xlint:all -Werror --release 17, javadoc -Xdoclint:all -Werror"
+    mkdir -p "$JOUT/main" "$JOUT/test" "$JOUT/doc"
+    if (cd "$JSRC" &&
+            javac -Xlint:all -Werror --release 17 -encoding UTF-8 -cp "$JDBC" -d "$JOUT/main" src/main/java/dlock/*.java &&
+            javac -Xlint:all -Werror --release 17 -encoding UTF-8 -cp "$JOUT/main:$JDBC:$JUNIT_API" -d "$JOUT/test" \
+                src/test/java/dlock/*.java &&
+            javadoc -quiet -Xdoclint:all -Werror --release 17 -encoding UTF-8 -cp "$JDBC" -d "$JOUT/doc" \
+                src/main/java/dlock/*.java) >"$WORK/javac.log" 2>&1; then
+        echo "==> [java] 1 passed, 0 failed   (javac and javadoc: no warning)"
+        PASSED=$((PASSED + 1))
+        JAVA_SEL=()
+        if [ ${#JAVA_RUN[@]} -gt 0 ]; then
+            # the @Test methods whose names match one of the expressions,
+            # in each test class (a file's name)
+            for tf in "$JSRC"/src/test/java/dlock/*.java; do
+                tc=$(basename "$tf" .java)
+                for m in $(grep -A1 '@Test' "$tf" | sed -nE 's/^ *void ([A-Za-z0-9_]+)\(\).*/\1/p'); do
+                    for r in "${JAVA_RUN[@]}"; do
+                        grep -qE -- "$r" <<<"$m" && { JAVA_SEL+=("--select-method=dlock.$tc#$m"); break; }
+                    done
+                done
+            done
+            [ ${#JAVA_SEL[@]} -gt 0 ] || JAVA_SEL=(--select-method=dlock.LeaseTest#no_test_matches)
+        else
+            JAVA_SEL=(--select-package=dlock)
+        fi
+        echo "==> [java] JUnit 5 (console launcher)"
+        run_bounded java "$JSRC" "$WORK/junit.log" \
+            java -jar "$JAR/junit-platform-console-standalone.jar" --disable-banner --disable-ansi-colors --details=tree \
+                --details-theme=ascii --fail-if-no-tests \
+                --class-path "$JOUT/main:$JOUT/test:$JDBC" "${JAVA_SEL[@]}"
+        server_up
+        p=$(sed -nE 's/^\[ *([0-9]+) tests successful *\]$/\1/p' "$WORK/junit.log" | tail -n 1)
+        f=$(sed -nE 's/^\[ *([0-9]+) tests failed *\]$/\1/p' "$WORK/junit.log" | tail -n 1)
+        a=$(sed -nE 's/^\[ *([0-9]+) tests aborted *\]$/\1/p' "$WORK/junit.log" | tail -n 1)
+        s=$(sed -nE 's/^\[ *([0-9]+) tests skipped *\]$/\1/p' "$WORK/junit.log" | tail -n 1)
+        if [ -z "$p" ] || [ -z "$f" ]; then
+            p=${p:-0}; f=$(( ${f:-0} + 1 )); NOTES+=("FAIL: [java] JUnit did not run to its summary")
+        else
+            # an aborted test (a failed assumption) or a skipped one is not a pass
+            f=$(( f + ${a:-0} + ${s:-0} ))
+            [ "$f" -gt 0 ] && NOTES+=("FAIL: [java] $f test(s) failed: $(sed -nE 's/.*-- ([A-Za-z0-9_]+)\(\)( [0-9]+ ms)? \[[XA]\].*/\1/p' "$WORK/junit.log" | tr '\n' ' ')")
+        fi
+        [ "$RUN_RC" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [java] exit $RUN_RC"); }
+        [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { f=1; NOTES+=("FAIL: [java] ran no test"); }
+        echo "==> [java] $p passed, $f failed"
+        PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+    else
+        tail -n 30 "$WORK/javac.log"
+        NOTES+=("FAIL: [java] javac -Xlint:all -Werror or javadoc -Xdoclint:all (log $WORK/javac.log)")
+        FAILED=$((FAILED + 1))
+    fi
 fi
 
 if grep -qE 'terminated by signal|was terminated by exception' "$DLOCK_SERVER_LOG" 2>/dev/null; then

@@ -56,10 +56,11 @@
 #                          isolation:wait_fifo tap:015_wake" (scripts/mutate.sh);
 #                          a suite with none of them is left out; "clients"
 #                          runs every client's tests, "clients:python",
-#                          "clients:node" or "clients:go" one client's,
-#                          "clients:LANG:NAME" only its tests whose names
-#                          match NAME (pytest -k, node --test-name-pattern,
-#                          go test -run; scripts/test-clients.sh)
+#                          "clients:node", "clients:go" or "clients:java"
+#                          one client's, "clients:LANG:NAME" only its tests
+#                          whose names match NAME (pytest -k, node
+#                          --test-name-pattern, go test -run, JUnit test
+#                          methods; scripts/test-clients.sh)
 #   DLOCK_SKIP             leave these tests out, e.g. "tap:081_cli_args clients"
 #                          (scripts/test-matrix.sh in CI: what does not differ
 #                          by PostgreSQL version runs once, on this machine)
@@ -259,8 +260,8 @@ dlock_cluster_start "$WORK/cluster" auto ${extra_conf[@]+"${extra_conf[@]}"} ||
 echo "==> test cluster: PGHOST=$PGHOST PGPORT=$PGPORT (log $DLOCK_SERVER_LOG)"
 
 # ---- the client libraries (issue 27) --------------------------------------
-# scripts/test-clients.sh tests clients/python, clients/node and clients/go
-# against a cluster of its own (its tests stop and restart the server), with
+# scripts/test-clients.sh tests clients/python, clients/node, clients/go and
+# clients/java against a cluster of its own (its tests stop and restart the server), with
 # the dlock just installed; its `N passed, N failed` is added to the totals.
 # Left out when DLOCK_ONLY names no "clients" entry.  It runs in the
 # background beside pg_regress, isolation and TAP (they wait on servers far
@@ -284,7 +285,7 @@ if { [ -z "$ONLY" ] || [[ " $DLOCK_ONLY " == *" clients"* ]]; } &&
         CLIENTS_ONLY=python
         NOTES+=("NOTE: [clients] in a root of scripts/test-matrix.sh: the Python client only (no npm registry there)")
     fi
-    echo "==> [clients] scripts/test-clients.sh (the Python, Node and Go clients) starts beside the other suites"
+    echo "==> [clients] scripts/test-clients.sh (the Python, Node, Go and Java clients) starts beside the other suites"
     CLIENTS_START=$SECONDS
     DLOCK_SRC="$SRC" DLOCK_CLIENTS_NO_BUILD=1 DLOCK_CLIENTS_ONLY="$CLIENTS_ONLY" \
         bash "$REPO/scripts/test-clients.sh" </dev/null >"$WORK/logs/clients.log" 2>&1 &
