@@ -109,10 +109,16 @@ SELECT count(*) > 0 AS superuser_sees FROM dlock_history;
 SET ROLE regress_dlock_hc_owner;
 SELECT array_agg(id ORDER BY id) AS got
   FROM dlock_claim(NULL::hjobs, 'w1', 1, '50 ms', 'id = 10');
+-- and one on the untracked table, swept in the same call: no row
+SELECT array_agg(id ORDER BY id) AS got_other
+  FROM dlock_claim(NULL::hother, 'w1', 1, '50 ms', 'id = 1');
 RESET ROLE;
 SELECT pg_sleep(0.1);
-SELECT dlock_cleanup('0') >= 1 AS swept;
+SELECT dlock_cleanup('0') >= 2 AS swept;
+SELECT count(*) AS claim_rows_left FROM dlock.claim
+ WHERE relid IN ('hjobs'::regclass, 'hother'::regclass) AND key IN ('10', '1');
 SELECT key, holder, ended, attempts FROM dlock_history WHERE key = '10';
+SELECT count(*) AS rows_hother_swept FROM dlock.history WHERE relid = 'hother'::regclass;
 
 -- untracked again: nothing more
 SET ROLE regress_dlock_hc_owner;
