@@ -153,6 +153,19 @@ SELECT holder, token = :t_w2 AS token_w2, ended_at, ended FROM dlock_held_at('hi
 SELECT dlock_release('hist:w', 'w2') AS released;
 SELECT holder FROM dlock_held_at('hist:w', :'e1'::timestamptz);
 
+-- a semaphore's and shared leases' holders: each holding ends on its own
+SELECT dlock_acquire('hist:sem', 's1', '1h', slots => 2) > 0 AS s1,
+       dlock_acquire('hist:sem', 's2', '1h', slots => 2) > 0 AS s2;
+SELECT dlock_release('hist:sem', 's1') AS released;
+SELECT holder, ended FROM dlock_history WHERE key = 'hist:sem';
+SELECT dlock_force_release('hist:sem') AS forced;
+SELECT holder, ended FROM dlock_history WHERE key = 'hist:sem' ORDER BY holder;
+SELECT dlock_acquire_shared('hist:sh', 'r1', '1h') > 0 AS r1,
+       dlock_acquire_shared('hist:sh', 'r2', '1h') > 0 AS r2;
+SELECT dlock_release('hist:sh', 'r2') AS released;
+SELECT dlock_release_all('r1') AS freed;
+SELECT holder, ended FROM dlock_history WHERE key = 'hist:sh' ORDER BY holder;
+
 -- untracking: nothing more is written; the rows stay
 SELECT dlock_history_untrack('hist:') AS untracked;
 SELECT dlock_history_untrack('hist:') AS untracked_again;
