@@ -180,3 +180,119 @@ REVOKE EXECUTE ON FUNCTION dlock_watch_count() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dlock_watch_count() TO pg_monitor;
 COMMENT ON FUNCTION dlock_watch_count() IS
 'how many watches (a session and a key each) this database has, of every role, those of open transactions included (for pg_monitor; 0 unless dlock is in shared_preload_libraries)';
+
+-- ==== history (issue 40) ====
+
+-- What the history tracks: lease key prefixes ('' is every key) and claim
+-- tables, read and written only by history_track.c; each backend keeps a
+-- copy, read again when either table changes.  Dumped: they are settings
+-- an operator or a table's owner made.
+CREATE TABLE dlock.history_keys (
+    prefix      text COLLATE "C" PRIMARY KEY
+);
+REVOKE ALL ON dlock.history_keys FROM PUBLIC;
+COMMENT ON TABLE dlock.history_keys IS 'lease key prefixes whose tenures dlock.history records ('''' is every key): dlock_history_track';
+SELECT pg_catalog.pg_extension_config_dump('dlock.history_keys', '');
+
+CREATE TABLE dlock.history_tables (
+    relid       pg_catalog.regclass PRIMARY KEY
+);
+REVOKE ALL ON dlock.history_tables FROM PUBLIC;
+COMMENT ON TABLE dlock.history_tables IS 'claim tables whose claims dlock.history records: dlock_history_track_claims';
+SELECT pg_catalog.pg_extension_config_dump('dlock.history_tables', '');
+
+-- One row per ended tenure of a tracked key or table, written by the call
+-- that ends it in its own transaction (history_store.c, its only writer,
+-- by column number: the column order is part of the format), deleted
+-- after dlock.history_retention by the sweeps (maint_sweep.c).
+CREATE TABLE dlock.history (
+    kind        text NOT NULL,      -- 'lease' or 'claim'
+    key         text COLLATE "C" NOT NULL, -- the lease key, or the claimed row's key as text
+    relid       oid,                -- claims: the table
+    holder      text NOT NULL,
+    owner       oid NOT NULL,       -- the role that held it
+    token       bigint NOT NULL,
+    granted_at  timestamptz NOT NULL,
+    ended_at    timestamptz NOT NULL,
+    ended       text NOT NULL,      -- how it ended (dlock_history_end_name)
+    attempts    integer             -- claims: times claimed
+);
+CREATE INDEX history_key ON dlock.history (key, granted_at);
+CREATE INDEX history_ended ON dlock.history (ended_at);
+REVOKE ALL ON dlock.history FROM PUBLIC;
+COMMENT ON TABLE dlock.history IS 'one row per ended lease or claim of a tracked key or table: who held it, with which token, from when to when, and how it ended';
+
+CREATE FUNCTION dlock_history_track(prefix text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_history_track_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION dlock_history_track(text) FROM PUBLIC;
+COMMENT ON FUNCTION dlock_history_track(text) IS
+'for operators: record the tenures of lease keys beginning with prefix ('''' every key) in dlock_history; true when newly tracked';
+
+CREATE FUNCTION dlock_history_untrack(prefix text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_history_untrack_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+REVOKE EXECUTE ON FUNCTION dlock_history_untrack(text) FROM PUBLIC;
+COMMENT ON FUNCTION dlock_history_untrack(text) IS
+'for operators: stop recording the tenures of lease keys beginning with prefix; true when it was tracked';
+
+CREATE FUNCTION dlock_history_track_claims(tbl pg_catalog.regclass)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_history_track_claims_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_history_track_claims(pg_catalog.regclass) IS
+'the table''s owner: record the tenures of claims on tbl in dlock_history; true when newly tracked';
+
+CREATE FUNCTION dlock_history_untrack_claims(tbl pg_catalog.regclass)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_history_untrack_claims_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_history_untrack_claims(pg_catalog.regclass) IS
+'the table''s owner: stop recording the tenures of claims on tbl; true when it was tracked';
+
+CREATE FUNCTION dlock_history(of_key text,
+                              OUT kind text, OUT key text,
+                              OUT table_name pg_catalog.regclass,
+                              OUT holder text, OUT role pg_catalog.regrole,
+                              OUT token bigint, OUT granted_at timestamptz,
+                              OUT ended_at timestamptz, OUT ended text,
+                              OUT attempts integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_history_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_history(text) IS
+'ended tenures of key (NULL: of every key) that the caller may see (the rows of the dlock_history view)';
+
+CREATE VIEW dlock_history AS SELECT * FROM dlock_history(NULL);
+GRANT SELECT ON dlock_history TO PUBLIC;
+COMMENT ON VIEW dlock_history IS 'one row per ended lease or claim of a tracked key or table (of roles whose privileges you have; claims on tables you can read, on rows you can see)';
+
+-- who held a lease key at a time: the ended tenures that covered it, and
+-- the lease still held if it was granted by then
+CREATE FUNCTION dlock_held_at(key text, at timestamptz)
+RETURNS TABLE (holder text, token bigint, granted_at timestamptz,
+               ended_at timestamptz, ended text)
+LANGUAGE sql STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT h.holder, h.token, h.granted_at, h.ended_at, h.ended
+      FROM @extschema@.dlock_history($1) h
+     WHERE h.kind OPERATOR(pg_catalog.=) 'lease'
+       AND h.granted_at OPERATOR(pg_catalog.<=) $2
+       AND h.ended_at OPERATOR(pg_catalog.>) $2
+    UNION ALL
+    SELECT l.holder, l.token, l.acquired_at, NULL::timestamptz, NULL::text
+      FROM @extschema@.dlock_locks() l
+     WHERE l.key OPERATOR(pg_catalog.=) $1
+       AND l.acquired_at OPERATOR(pg_catalog.<=) $2
+     ORDER BY 3
+$$;
+COMMENT ON FUNCTION dlock_held_at(text, timestamptz) IS
+'who held the lease key at the time at (a tracked key): holder, token, when granted, when and how it ended (NULL: still held)';

@@ -35,7 +35,8 @@
 #define C_STATUS	0x10
 #define C_LIST		0x20
 #define C_FORCE		0x40
-#define C_ALL		0x7f
+#define C_HISTORY	0x80
+#define C_ALL		0xff
 
 static const struct
 {
@@ -51,6 +52,7 @@ static const struct
 	{"status", C_STATUS, true},
 	{"list", C_LIST, false},
 	{"force-release", C_FORCE, true},
+	{"history", C_HISTORY, true},
 };
 
 typedef enum OptId
@@ -383,7 +385,7 @@ parse_args(int argc, char **argv, Options *o)
 
 	if (o->cmd == NULL)
 		usage_error("no command given: run, acquire, renew, release, status, list,"
-					" force-release or watch");
+					" force-release, history or watch");
 	if (commands[cmd].takes_key && o->key == NULL)
 		usage_error("%s needs a KEY", o->cmd);
 	if (o->key)

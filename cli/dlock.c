@@ -2,8 +2,8 @@
  *
  * dlock.c
  *		The dlock command line: main, the script commands
- *		(acquire, renew, release, status, list, force-release) and their
- *		output.  Arguments are read in args.c, leases acquired in
+ *		(acquire, renew, release, status, list, force-release, history) and
+ *		their output.  Arguments are read in args.c, leases acquired in
  *		acquire.c, signals caught in signals.c, `dlock run` is in run.c,
  *		`dlock watch` in watch.c, database access in db.c, the usage and
  *		JSON strings in text.c.
@@ -204,6 +204,81 @@ cmd_force_release(const Options *o)
 	return yes ? 0 : EXIT_LOST;
 }
 
+/* row i of cmd_history's result, JSON or text */
+static void
+print_tenure(PGresult *r, int i, bool json)
+{
+	bool		claim = strcmp(PQgetvalue(r, i, 0), "claim") == 0;
+
+	if (json)
+	{
+		static const char *const names[] = {
+			"kind", "key", "table", "holder", "role", "token", "granted_at",
+			"ended_at", "ended", "attempts"
+		};
+
+		printf("%s{", i > 0 ? ", " : "");
+		for (int c = 0; c < 10; c++)
+		{
+			printf("%s\"%s\": ", c > 0 ? ", " : "", names[c]);
+			if (PQgetisnull(r, i, c))
+				printf("null");
+			else if (c == 5 || c == 9)
+				printf("%s", PQgetvalue(r, i, c));
+			else
+				json_string(PQgetvalue(r, i, c));
+		}
+		printf("}");
+	}
+	else if (claim)
+		printf("claim %s %s held by %s (role %s) token %s from %s to %s: %s"
+			   " (attempt %s)\n", PQgetvalue(r, i, 2), PQgetvalue(r, i, 1),
+			   PQgetvalue(r, i, 3), PQgetvalue(r, i, 4), PQgetvalue(r, i, 5),
+			   PQgetvalue(r, i, 6), PQgetvalue(r, i, 7), PQgetvalue(r, i, 8),
+			   PQgetvalue(r, i, 9));
+	else
+		printf("%s held by %s (role %s) token %s from %s to %s: %s\n",
+			   PQgetvalue(r, i, 1), PQgetvalue(r, i, 3), PQgetvalue(r, i, 4),
+			   PQgetvalue(r, i, 5), PQgetvalue(r, i, 6), PQgetvalue(r, i, 7),
+			   PQgetvalue(r, i, 8));
+}
+
+/*
+ * history KEY: the ended leases of KEY and claims on rows whose key is KEY
+ * that the caller may see (dlock_history), oldest first.  Nothing when the
+ * key is not tracked.
+ */
+static int
+cmd_history(const Options *o)
+{
+	Db			db = {.conninfo = o->conninfo};
+	PGresult   *r;
+	const char *p[1] = {o->key};
+	DbResult	rc = db_rows(&db, "SELECT kind, key, table_name, holder, role, token,"
+							 " granted_at, ended_at, ended, attempts"
+							 " FROM dlock_history($1)"
+							 " ORDER BY granted_at, ended_at, token", 1, p, &r);
+	int			n;
+
+	if (rc == DB_NOT_INSTALLED && db_older_than(&db, "0.5", "dlock history"))
+	{
+		db_close(&db);
+		return EXIT_UNAVAIL;
+	}
+	db_close(&db);
+	if (rc != DB_OK)
+		return db_failure(&db, rc);
+	n = PQntuples(r);
+	if (o->json)
+		printf("[");
+	for (int i = 0; i < n; i++)
+		print_tenure(r, i, o->json);
+	if (o->json)
+		printf("]\n");
+	PQclear(r);
+	return 0;
+}
+
 static const char *
 default_holder(void)
 {
@@ -231,6 +306,8 @@ run_command(const Options *o)
 		return cmd_show(o, o->key);
 	if (strcmp(cmd, "list") == 0)
 		return cmd_show(o, NULL);
+	if (strcmp(cmd, "history") == 0)
+		return cmd_history(o);
 	return cmd_force_release(o);
 }
 

@@ -21,6 +21,8 @@ static const char *usage_text =
 "  dlock status KEY                            who holds KEY\n"
 "  dlock list                                  the leases of this database role\n"
 "  dlock force-release KEY                     free KEY whoever holds it (operators)\n"
+"  dlock history KEY                           KEY's ended leases and claims, oldest\n"
+"                                              first (dlock_history: a tracked key)\n"
 "  dlock watch KEY [--json] [--count N]        print each change of KEY as it commits\n"
 "Options go before or after the command (not after \"--\").\n"
 "\n"

@@ -81,6 +81,15 @@ dlock_heap_update_waiting(Relation rel, ItemPointer otid, HeapTuple tup,
 	pg_namespace_aclcheck((nsp), (role), (mode))
 #endif
 
+/* PostgreSQL 16 replaced pg_class_ownercheck by object_ownercheck */
+#if PG_VERSION_NUM >= 160000
+#define dlock_table_ownercheck(relid, role) \
+	object_ownercheck(RelationRelationId, (relid), (role))
+#else
+#define dlock_table_ownercheck(relid, role) \
+	pg_class_ownercheck((relid), (role))
+#endif
+
 /*
  * PostgreSQL 18: RelationGetPrimaryKeyIndex takes deferrable_ok (a
  * deferrable primary key is no key to look rows up by), and

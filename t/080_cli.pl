@@ -256,6 +256,29 @@ is_deeply([ $rc, dj($out) ], [ 70, { key => 'cli:fr', released => JSON::PP::fals
 ($rc, $out) = dl('status', 'cli:"q\\', '--json', '-d', $conn);
 is(dj($out, {})->{key}, 'cli:"q\\', 'status --json escapes the key');
 
+# --- history KEY (issue 40): the key's ended tenures, oldest first ---
+($rc, $out) = dl('history', 'cli:h', '--json', '-d', $conn);
+is_deeply([ $rc, dj($out) ], [ 0, [] ], 'history --json of an untracked key: 0, []');
+$node->safe_psql('postgres', "SELECT dlock_history_track('cli:h')");
+my $htok1 = (dl('acquire', 'cli:h', '--holder', 'h1', '--ttl', '1m', '-d', $conn))[1];
+chomp $htok1;
+dl('release', 'cli:h', '--holder', 'h1', '-d', $conn);
+dl('acquire', 'cli:h', '--holder', 'h2', '--ttl', '1m', '-d', $conn);
+dl('force-release', 'cli:h', '-d', $conn);
+($rc, $out) = dl('history', 'cli:h', '-d', $conn);
+is($rc, 0, 'history: 0');
+like($out, qr/\Acli:h held by h1 \(role \S+\) token $htok1 from .+ to .+: released\ncli:h held by h2 .+: force_released\n\z/,
+	'history: one line per tenure, oldest first, with how it ended');
+($rc, $out) = dl('history', 'cli:h', '--json', '-d', $conn);
+my $hist = dj($out, []);
+is_deeply([ $rc, [ map { "$_->{kind} $_->{holder} $_->{ended}" } @$hist ] ],
+	[ 0, [ 'lease h1 released', 'lease h2 force_released' ] ],
+	'history --json: the same tenures');
+is($hist->[0]{token}, $htok1, 'history --json: the token as a number');
+is((dl('history', '-d', $conn))[0], 64, 'history without a KEY: 64');
+is((dl('history', 'cli:h', '--ttl', '1m', '-d', $conn))[0], 64, 'history takes no --ttl: 64');
+$node->safe_psql('postgres', "SELECT dlock_history_untrack('cli:h')");
+
 # --- connection by PGHOST, PGPORT, PGDATABASE and PGUSER, without -d ---
 $node->safe_psql('postgres', 'CREATE ROLE dlock_cli_env LOGIN');
 {

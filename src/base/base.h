@@ -57,6 +57,9 @@ dlock_slots_compatible(int a, int b)
  */
 #define DLOCK_CLEANUP_MAX_ROWS	1000
 
+/* rows of dlock.history one sweep drawn by a grant deletes at most */
+#define DLOCK_HISTORY_SWEEP_ROWS	64
+
 /* Name of dlock's internal schema; every internal query names it. */
 #define DLOCK_SCHEMA			"dlock"
 
@@ -137,6 +140,7 @@ extern int	dlock_poll_interval_ms;
 extern int	dlock_safety_wake_ms;
 extern int	dlock_debug_queue_delay_ms;
 extern int	dlock_idle_key_lifetime_s;
+extern int	dlock_history_retention_s;	/* 0: forever */
 extern bool dlock_handoff_yield;
 
 extern void dlock_settings_define(void);

@@ -23,6 +23,7 @@ int			dlock_safety_wake_ms = 1000;
 int			dlock_debug_queue_delay_ms = 0;
 int			dlock_debug_sweep_every = 1024;
 int			dlock_idle_key_lifetime_s = 3600;
+int			dlock_history_retention_s = 30 * 24 * 3600;
 bool		dlock_handoff_yield = true;
 
 /* _PG_init: define the settings dlock.* */
@@ -68,6 +69,13 @@ dlock_settings_define(void)
 							NULL,
 							&dlock_idle_key_lifetime_s,
 							3600, 0, 365 * 24 * 3600,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.history_retention",
+							"How long the rows of dlock.history are kept before the sweeps delete them.",
+							"0 keeps them forever.",
+							&dlock_history_retention_s,
+							30 * 24 * 3600, 0, 10 * 365 * 24 * 3600,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("dlock.handoff_yield",

@@ -18,6 +18,7 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "history/history.h"
 
 /* ----------------
  * claim_target.c
@@ -98,6 +99,15 @@ typedef struct DlockClaimWrite
 extern void dlock_claim_store_open(DlockStore *s);
 extern TimestampTz dlock_claim_slot_free_at(TupleTableSlot *slot);
 extern bool dlock_claim_store_has_long_key(void);
+/*
+ * The columns of an ended claim that dlock.history records, after a
+ * claim's table (column 1): the key text (of a digest key, the text in
+ * long_key), holder, owner, token, claimed_at, expires_at, attempts.
+ */
+#define DLOCK_CLAIM_ENDED_COLUMNS \
+	"relid, COALESCE(long_key, key), holder, owner, token, claimed_at," \
+	" expires_at, attempts"
+extern void dlock_claim_store_note_ended(uint64 n, DlockHistoryEnd how);
 extern bool dlock_claim_store_has_05(void);
 extern uint64 dlock_claim_store_run_on_keys(DlockQuery *q, Oid relid,
 											text **keys, int n, Datum *values);
@@ -127,7 +137,8 @@ extern int	dlock_claim_store_holder_all_page(text *holder, Oid role,
 											  int limit, text ***keys,
 											  Oid **relids);
 extern int64 dlock_claim_store_give_back(Oid relid, text **keys, int n,
-										 text *holder, Oid role);
+										 text *holder, Oid role,
+										 DlockHistoryEnd how);
 extern int64 dlock_claim_store_give_back_failed(Oid relid, text **keys, int n,
 												text *holder, Oid role,
 												int64 retry_us);

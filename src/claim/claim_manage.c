@@ -130,6 +130,7 @@ typedef struct HolderArg
 	Oid			role;
 	int64		ttl_us;
 	int64		retry_us;		/* a give-back as failed: its retry_after */
+	DlockHistoryEnd how;		/* a give-back: how its tenures end */
 } HolderArg;
 
 /*
@@ -144,6 +145,7 @@ holder_spi_begin(DlockSpi *spi, HolderArg *arg, text *holder, int64 ttl_us)
 	arg->role = spi->caller;
 	arg->ttl_us = ttl_us;
 	arg->retry_us = -1;
+	arg->how = DLOCK_END_GIVEN_BACK;
 }
 
 /*
@@ -242,7 +244,8 @@ give_back_holder_claims(Oid relid, text **keys, int n, void *arg)
 {
 	HolderArg  *h = (HolderArg *) arg;
 
-	return dlock_claim_store_give_back(relid, keys, n, h->holder, h->role);
+	return dlock_claim_store_give_back(relid, keys, n, h->holder, h->role,
+									   h->how);
 }
 
 /* give back the holder's live claims on these keys (locked) as failed */
@@ -457,6 +460,7 @@ dlock_claim_release_all(text *holder)
 	HolderArg	arg;
 
 	holder_spi_begin(&spi, &arg, holder, -1);
+	arg.how = DLOCK_END_RELEASED_ALL;
 	page_cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock claim page",
 									 ALLOCSET_DEFAULT_SIZES);
 	do

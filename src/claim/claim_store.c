@@ -58,6 +58,7 @@
 #include "base/base.h"
 #include "claim/claim.h"
 #include "claim/claim_int.h"
+#include "history/history.h"
 #include "compat.h"
 
 
@@ -278,8 +279,37 @@ dlock_claim_store_lookup(Oid relid, text **keys, int n, bool *found,
 }
 
 /*
+ * The claim in s->slot (its columns read), of table relid, is deleted by
+ * its completion: its tenure ends now (dlock.history; the caller checked
+ * that the table is tracked).
+ */
+static void
+note_completed(DlockStore *s, Oid relid)
+{
+	TupleTableSlot *slot = s->slot;
+	DlockTenure t;
+
+	memset(&t, 0, sizeof(t));
+	t.claim = true;
+	t.relid = relid;
+	t.key = DatumGetTextPP(slot->tts_values[Anum_key - 1]);
+	if (slot->tts_tupleDescriptor->natts >= Anum_long_key &&
+		!slot->tts_isnull[Anum_long_key - 1])
+		t.key = DatumGetTextPP(slot->tts_values[Anum_long_key - 1]);
+	t.holder = DatumGetTextPP(slot->tts_values[Anum_holder - 1]);
+	t.owner = DatumGetObjectId(slot->tts_values[Anum_owner - 1]);
+	t.token = DatumGetInt64(slot->tts_values[Anum_token - 1]);
+	t.granted_at = DatumGetTimestampTz(slot->tts_values[Anum_claimed_at - 1]);
+	t.ended_at = GetCurrentTimestamp();
+	t.ended = DLOCK_END_COMPLETED;
+	t.attempts = DatumGetInt32(slot->tts_values[Anum_attempts - 1]);
+	dlock_history_write(&t);
+}
+
+/*
  * Delete the claims on keys[0..n-1] (locked by the caller) that holder
- * and role hold unexpired; done[i] says whether keys[i]'s was deleted.
+ * and role hold unexpired; done[i] says whether keys[i]'s was deleted
+ * (and, of a tracked table, its tenure written to dlock.history).
  * Returns how many were.
  */
 int
@@ -288,6 +318,7 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 {
 	DlockStore	s;
 	int			ndone = 0;
+	bool		tracked = n > 0 && dlock_history_tracks_table(relid);
 
 	dlock_claim_store_open(&s);
 	dlock_store_batch_begin(&s, 2);
@@ -313,6 +344,8 @@ dlock_claim_store_delete_held(Oid relid, text **keys, int n, text *holder,
 							InvalidSnapshot, true, &tmfd, false);
 			if (r == TM_Ok)
 			{
+				if (tracked)
+					note_completed(&s, relid);
 				done[i] = true;
 				ndone++;
 				break;
@@ -421,6 +454,80 @@ insert_claims(const DlockClaimWrite *w, text **keys, text **fulls,
  * those that have none.
  */
 
+/* ---- the history of claims (history/) ---- */
+
+/*
+ * The n rows in SPI_tuptable (DLOCK_CLAIM_ENDED_COLUMNS) are claims that end now, as
+ * how says: each gets its row in dlock.history if its table is tracked
+ * and it was held.  It ended now, or when it ran out (expired, taken over,
+ * dead-lettered).
+ */
+void
+dlock_claim_store_note_ended(uint64 n, DlockHistoryEnd how)
+{
+	SPITupleTable *tab = SPI_tuptable;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = tab->vals[i];
+		TupleDesc	d = tab->tupdesc;
+		bool		isnull;
+		Datum		holder;
+		DlockTenure t;
+
+		CHECK_FOR_INTERRUPTS();
+		memset(&t, 0, sizeof(t));
+		t.claim = true;
+		t.relid = DatumGetObjectId(SPI_getbinval(tup, d, 1, &isnull));
+		holder = SPI_getbinval(tup, d, 3, &isnull);
+		if (isnull || !dlock_history_tracks_table(t.relid))
+			continue;
+		t.holder = DatumGetTextPP(holder);
+		t.key = DatumGetTextPP(SPI_getbinval(tup, d, 2, &isnull));
+		t.owner = DatumGetObjectId(SPI_getbinval(tup, d, 4, &isnull));
+		t.token = DatumGetInt64(SPI_getbinval(tup, d, 5, &isnull));
+		t.granted_at = DatumGetTimestampTz(SPI_getbinval(tup, d, 6, &isnull));
+		t.ended_at = DatumGetTimestampTz(SPI_getbinval(tup, d, 7, &isnull));
+		if (how == DLOCK_END_GIVEN_BACK || how == DLOCK_END_RELEASED_ALL)
+			t.ended_at = now;
+		t.attempts = DatumGetInt32(SPI_getbinval(tup, d, 8, &isnull));
+		t.ended = how;
+		dlock_history_write(&t);
+	}
+}
+
+/*
+ * Before the rows of these keys of table relid are claimed again
+ * (taken_over) or set aside as poisoned (dead_lettered) at now: the
+ * claims on them that ran out end, when the table is tracked.  Those
+ * given back ended then.  reclaim: only rows a claim again writes (past
+ * their backoff, not poisoned).
+ */
+static void
+note_lapsed(Oid relid, text **keys, int n, TimestampTz now, bool reclaim)
+{
+	static DlockQuery q = {
+		"SELECT " DLOCK_CLAIM_ENDED_COLUMNS " FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND holder IS NOT NULL AND poisoned_at IS NULL"
+		"   AND expires_at OPERATOR(pg_catalog.<=) $3"
+		"   AND ($4 OPERATOR(pg_catalog.=) false OR retry_at IS NULL"
+		"        OR retry_at OPERATOR(pg_catalog.<=) $3)"
+		" FOR UPDATE",
+		SPI_OK_SELECT, {OIDOID, TEXTARRAYOID, TIMESTAMPTZOID, BOOLOID}
+	};
+	Datum		values[4];
+
+	if (n == 0 || !dlock_history_tracks_table(relid))
+		return;
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = BoolGetDatum(reclaim);
+	dlock_claim_store_note_ended(dlock_claim_store_run_on_keys(&q, relid, keys, n, values),
+			   reclaim ? DLOCK_END_TAKEN_OVER : DLOCK_END_DEAD_LETTERED);
+	SPI_freetuptable(SPI_tuptable);
+}
+
 /* Mark the claim rows of these keys poisoned (reached max_attempts). */
 static void
 poison_claims(Oid relid, text **keys, int n, TimestampTz now)
@@ -433,6 +540,7 @@ poison_claims(Oid relid, text **keys, int n, TimestampTz now)
 	};
 	Datum		values[3];
 
+	note_lapsed(relid, keys, n, now, false);
 	values[2] = TimestampTzGetDatum(now);
 	(void) dlock_claim_store_run_on_keys(&q, relid, keys, n, values);
 }
@@ -489,6 +597,7 @@ reclaim_claims(const DlockClaimWrite *w, text **keys, int n, text ***got,
 	Datum		values[10];
 	int			nrows;
 
+	note_lapsed(w->relid, keys, n, w->now, true);
 	values[2] = PointerGetDatum(w->holder);
 	values[3] = ObjectIdGetDatum(w->role);
 	values[4] = Int64GetDatum(w->token);

@@ -26,6 +26,34 @@
 #include "base/base.h"
 #include "claim/claim.h"
 #include "claim/claim_int.h"
+#include "history/history.h"
+
+/*
+ * Before the holder's live claims on these keys of table relid are given
+ * back: their tenures end, as how says (given back, or by release_all),
+ * when the table is tracked.
+ */
+static void
+note_holder_claims(Oid relid, text **keys, int n, text *holder, Oid role,
+				   DlockHistoryEnd how)
+{
+	static DlockQuery q = {
+		"SELECT " DLOCK_CLAIM_ENDED_COLUMNS " FROM " DLOCK_SCHEMA ".claim"
+		" WHERE relid" EQ "$1 AND key" EQ "ANY ($2)"
+		"   AND holder" EQ "$3 AND owner" EQ "$4"
+		"   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()",
+		SPI_OK_SELECT, {OIDOID, TEXTARRAYOID, TEXTOID, OIDOID}
+	};
+	Datum		values[4];
+
+	if (n == 0 || !dlock_history_tracks_table(relid))
+		return;
+	values[2] = PointerGetDatum(holder);
+	values[3] = ObjectIdGetDatum(role);
+	dlock_claim_store_note_ended(dlock_claim_store_run_on_keys(&q, relid, keys, n, values),
+								 how);
+	SPI_freetuptable(SPI_tuptable);
+}
 
 /*
  * Run q, a read of keys (column 1, and their tables in column 2 if relids
@@ -181,7 +209,8 @@ write_holder_claims(DlockQuery *q, Oid relid, text **keys, int n,
  * returns how many.
  */
 int64
-dlock_claim_store_give_back(Oid relid, text **keys, int n, text *holder, Oid role)
+dlock_claim_store_give_back(Oid relid, text **keys, int n, text *holder, Oid role,
+							DlockHistoryEnd how)
 {
 #define GIVE_BACK(retry) \
 	"UPDATE " DLOCK_SCHEMA ".claim" \
@@ -203,6 +232,7 @@ dlock_claim_store_give_back(Oid relid, text **keys, int n, text *holder, Oid rol
 
 	if (n == 0)
 		return 0;
+	note_holder_claims(relid, keys, n, holder, role, how);
 	return write_holder_claims(dlock_claim_store_has_05() ? &q : &q_04,
 							   relid, keys, n, holder, role, 0);
 }
@@ -242,6 +272,7 @@ dlock_claim_store_give_back_failed(Oid relid, text **keys, int n,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("giving claims back as failed needs dlock 0.5"),
 				 errhint("Run ALTER EXTENSION dlock UPDATE.")));
+	note_holder_claims(relid, keys, n, holder, role, DLOCK_END_GIVEN_BACK);
 	values[2] = PointerGetDatum(holder);
 	values[3] = ObjectIdGetDatum(role);
 	values[4] = Int64GetDatum(retry_us);
@@ -337,7 +368,7 @@ dlock_claim_store_delete(Oid relid, text **keys, int n)
 int64
 dlock_claim_store_delete_idle(TimestampTz before, int limit)
 {
-#define DELETE_IDLE(backoff) \
+#define DELETE_IDLE(backoff, returning) \
 	"DELETE FROM " DLOCK_SCHEMA ".claim" \
 	" WHERE ctid" EQ "ANY (ARRAY(" \
 	"WITH RECURSIVE t(relid) AS (" \
@@ -363,24 +394,32 @@ dlock_claim_store_delete_idle(TimestampTz before, int limit)
 	"                       WHERE r.oid" EQ "t.relid)" \
 	"    LIMIT $2 FOR UPDATE OF c SKIP LOCKED) gone) c" \
 	" WHERE t.relid IS NOT NULL" \
-	" LIMIT $2))"
+	" LIMIT $2))" \
+	" RETURNING " returning
 	/* a row in its backoff is not idle: it keeps its attempts and backoff */
 	static DlockQuery q = {
 		DELETE_IDLE("      AND (c.retry_at IS NULL"
-					"           OR c.retry_at OPERATOR(pg_catalog.<) $1)"),
-		SPI_OK_DELETE, {TIMESTAMPTZOID, INT4OID}
+					"           OR c.retry_at OPERATOR(pg_catalog.<) $1)",
+					DLOCK_CLAIM_ENDED_COLUMNS),
+		SPI_OK_DELETE_RETURNING, {TIMESTAMPTZOID, INT4OID}
 	};
 	static DlockQuery q_04 = {
-		DELETE_IDLE(""),
-		SPI_OK_DELETE, {TIMESTAMPTZOID, INT4OID}
+		/* before 0.5 nothing is tracked: no history, and maybe no long_key */
+		DELETE_IDLE("", "relid"),
+		SPI_OK_DELETE_RETURNING, {TIMESTAMPTZOID, INT4OID}
 	};
 #undef DELETE_IDLE
 	Datum		values[2];
 
+	uint64		n;
+
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int32GetDatum(limit);
-	return (int64) dlock_spi_query(dlock_claim_store_has_05() ? &q : &q_04,
-								   values, NULL);
+	n = dlock_spi_query(dlock_claim_store_has_05() ? &q : &q_04, values, NULL);
+	/* a claim still held when deleted had run out: its tenure ends */
+	if (dlock_claim_store_has_05() && dlock_history_tracks_any_table())
+		dlock_claim_store_note_ended(n, DLOCK_END_EXPIRED);
+	return (int64) n;
 }
 
 /*

@@ -269,7 +269,7 @@ dlock_lease_release(text *key, text *holder, bool has_token, int64 token)
 	ok = lock_held_lease(&s, &k, holder, GetUserId(), has_token, token,
 						 ExclusiveLock, &l, &now, &hl);
 	if (ok)
-		dlock_lease_free_or_hand_over(&s, &k, &l, now);
+		dlock_lease_free_or_hand_over(&s, &k, &l, now, DLOCK_END_RELEASED);
 	dlock_store_close(&s);
 	if (ok)
 		dlock_release_async_end();
@@ -382,7 +382,8 @@ dlock_lease_release_all(text *holder)
 			if (lock_held_lease(&s, &k, holder, spi.caller, false, 0,
 								ExclusiveLock, &l, &now, &hl))
 			{
-				dlock_lease_free_or_hand_over(&s, &k, &l, now);
+				dlock_lease_free_or_hand_over(&s, &k, &l, now,
+											  DLOCK_END_RELEASED_ALL);
 				/* the uncommitted row keeps the key: see above */
 				dlock_key_unlock(&hl, ExclusiveLock);
 				freed++;
@@ -454,7 +455,8 @@ dlock_lease_force_release(text *key)
 	{
 		if (!dlock_lease_live(&ls[i], now))
 			continue;
-		dlock_lease_free_or_hand_over(&s, &k, &ls[i], now);
+		dlock_lease_free_or_hand_over(&s, &k, &ls[i], now,
+									  DLOCK_END_FORCE_RELEASED);
 		ok = true;
 	}
 	if (!ok)

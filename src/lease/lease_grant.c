@@ -384,8 +384,12 @@ grant(DlockStore *s, const KeyState *st, const DlockLease *l, int64 ttl_us,
 	  TimestampTz expires_at, int64 *token)
 {
 	*token = dlock_next_token();
-	dlock_lease_store_grant(s, st->k.key, l, st->holder, st->role, *token,
-							ttl_us, st->now, expires_at);
+	/* the expired holding it replaces ends here, unless a sweep ended it */
+	if (dlock_lease_store_grant(s, st->k.key, l, st->holder, st->role, *token,
+								ttl_us, st->now, expires_at) && l->held)
+		dlock_history_lease_ended(st->k.key, l->holder, l->owner, l->token,
+								  l->acquired_at, l->expires_at,
+								  DLOCK_END_TAKEN_OVER);
 	watch_grant(st->k.key, l, st->holder, st->role, *token, expires_at);
 	return l->held ? DLOCK_ACQ_TAKEOVER : DLOCK_ACQ_GRANTED;
 }

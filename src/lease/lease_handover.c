@@ -69,13 +69,18 @@ remember_offer(const DlockOffer *o, text *key)
 /*
  * Free the lease of the key k (read under its exclusive lock as *l), or
  * grant it to the head of its queue when a waiter there takes grants.
+ * Its tenure ends now, as how says (dlock.history, if its key is tracked).
  */
 void
 dlock_lease_free_or_hand_over(DlockStore *s, const DlockLeaseKey *k,
-							  const DlockLease *l, TimestampTz now)
+							  const DlockLease *l, TimestampTz now,
+							  DlockHistoryEnd how)
 {
 	text	   *key = k->key;
 	DlockOffer	o;
+
+	dlock_history_lease_ended(key, l->holder, l->owner, l->token,
+							  l->acquired_at, now, how);
 
 	if (dlock_lease_events != NULL)
 		dlock_lease_events->released(key, l->holder, l->owner, l->token,

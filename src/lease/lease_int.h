@@ -13,6 +13,7 @@
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 
+#include "history/history.h"
 #include "lease/lease.h"
 #include "wait/wait.h"
 
@@ -39,7 +40,7 @@ extern void dlock_lease_store_scan_pending(DlockStore *s, text *key,
 										   DlockRowFn fn, void *arg);
 extern DlockLease *dlock_lease_copy(const DlockLease *l);
 
-extern void dlock_lease_store_grant(DlockStore *s, text *key,
+extern bool dlock_lease_store_grant(DlockStore *s, text *key,
 									const DlockLease *old, text *holder,
 									Oid role, int64 token, int64 ttl_us,
 									TimestampTz now, TimestampTz expires);
@@ -181,6 +182,7 @@ extern bool dlock_acquire_all(text **keys, int nkeys, text *holder,
 extern void dlock_lease_free_or_hand_over(DlockStore *s,
 										  const DlockLeaseKey *k,
 										  const DlockLease *l,
-										  TimestampTz now);
+										  TimestampTz now,
+										  DlockHistoryEnd how);
 
 #endif							/* DLOCK_LEASE_INT_H */

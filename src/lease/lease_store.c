@@ -45,6 +45,7 @@
 #include "wait/wait.h"
 #include "compat.h"
 #include "base/base.h"
+#include "history/history.h"
 #include "lease/lease_int.h"
 #include "lease/lease.h"
 
@@ -418,11 +419,12 @@ index_row(DlockStore *s, HeapTuple tup, bool key_unchanged)
  * key's row is written anew.  The change is visible to the next read of
  * this transaction.
  */
-static void
+static bool
 dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 {
 	HeapTuple	tup = form_row(s, key, v);
 	bool		insert = !v->found;
+	bool		replaced = v->found;
 
 	if (v->found)
 	{
@@ -431,7 +433,10 @@ dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 		TM_Result	r = dlock_heap_update_waiting(s->rel, &otid, tup, &tmfd);
 
 		if (r == TM_Deleted)
+		{
 			insert = true;
+			replaced = false;
+		}
 		else if (r != TM_Ok)
 			elog(ERROR, "dlock: the lease row of a locked key was changed concurrently (%d)",
 				 (int) r);
@@ -445,12 +450,17 @@ dlock_lease_store_write(DlockStore *s, text *key, const DlockLease *v)
 	}
 	heap_freetuple(tup);
 	CommandCounterIncrement();
+	return replaced;
 }
 
 /* ---- the three kinds of row write of the lease decisions ---- */
 
-/* a new grant: insert the row, or overwrite a free or expired one */
-void
+/*
+ * A new grant: insert the row, or overwrite a free or expired one.  True
+ * when it overwrote the version read as *old; false when there was none,
+ * or a sweep deleted it meanwhile (and ended its tenure, if it held one).
+ */
+bool
 dlock_lease_store_grant(DlockStore *s, text *key, const DlockLease *old,
 						text *holder, Oid role, int64 token, int64 ttl_us,
 						TimestampTz now, TimestampTz expires)
@@ -464,7 +474,7 @@ dlock_lease_store_grant(DlockStore *s, text *key, const DlockLease *old,
 	v.ttl_us = ttl_us;
 	v.acquired_at = now;
 	v.expires_at = expires;
-	dlock_lease_store_write(s, key, &v);
+	return dlock_lease_store_write(s, key, &v);
 }
 
 /* a new expiry (and ttl) for the same grant */
@@ -476,7 +486,7 @@ dlock_lease_store_extend(DlockStore *s, text *key, const DlockLease *old,
 
 	v.ttl_us = ttl_us;
 	v.expires_at = expires;
-	dlock_lease_store_write(s, key, &v);
+	(void) dlock_lease_store_write(s, key, &v);
 }
 
 /* free the key; its row stays (with its last token) for HOT reuse */
@@ -490,7 +500,7 @@ dlock_lease_store_free(DlockStore *s, text *key, const DlockLease *old,
 	v.holder = NULL;
 	v.owner = InvalidOid;
 	v.expires_at = now;
-	dlock_lease_store_write(s, key, &v);
+	(void) dlock_lease_store_write(s, key, &v);
 }
 
 /* ---- sweeps over many rows, as SQL (between dlock_spi_begin and _end) ---- */
@@ -523,6 +533,46 @@ dlock_lease_store_holder_keys(text *holder, Oid owner, text *after,
 	keys = dlock_copy_key_column(*n);
 	SPI_freetuptable(SPI_tuptable);
 	return keys;
+}
+
+/* the columns a sweep's delete returns, for note_swept */
+#define SWEPT_RETURNING \
+	" RETURNING key, holder, owner, token, acquired_at, expires_at"
+
+/*
+ * The n rows a sweep deleted (SWEPT_RETURNING, in SPI_tuptable): each
+ * that still held its lease (run out, or it would not be idle) ends that
+ * tenure, found expired by this sweep, in dlock.history when its key is
+ * tracked.  An abandoned hand-over grant (wait_abandon.c) was never
+ * held.  Returns n.
+ */
+static int64
+note_swept(uint64 n)
+{
+	SPITupleTable *tab = SPI_tuptable;
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple	tup = tab->vals[i];
+		bool		isnull;
+		Datum		holder = SPI_getbinval(tup, tab->tupdesc, 2, &isnull);
+		Datum		token;
+
+		CHECK_FOR_INTERRUPTS();
+		if (isnull)
+			continue;
+		token = SPI_getbinval(tup, tab->tupdesc, 4, &isnull);
+		if (dlock_abandoned(DatumGetInt64(token)))
+			continue;
+		dlock_history_lease_ended(DatumGetTextPP(SPI_getbinval(tup, tab->tupdesc, 1, &isnull)),
+								  DatumGetTextPP(holder),
+								  DatumGetObjectId(SPI_getbinval(tup, tab->tupdesc, 3, &isnull)),
+								  DatumGetInt64(token),
+								  DatumGetTimestampTz(SPI_getbinval(tup, tab->tupdesc, 5, &isnull)),
+								  DatumGetTimestampTz(SPI_getbinval(tup, tab->tupdesc, 6, &isnull)),
+								  DLOCK_END_EXPIRED);
+	}
+	return (int64) n;
 }
 
 /*
@@ -565,14 +615,15 @@ dlock_lease_store_delete_idle(TimestampTz before, int limit, bool whole_table)
 		dlock_store_close(&s);
 	}
 	if (whole_table || nblocks <= SWEEP_BLOCKS)
-		return (int64) dlock_spi_run(dlock_spi_plan(&whole_plan,
+		return note_swept(dlock_spi_run(dlock_spi_plan(&whole_plan,
 													"DELETE FROM " DLOCK_SCHEMA ".lease"
 													" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 													"   SELECT ctid FROM " DLOCK_SCHEMA ".lease"
 													"    WHERE expires_at OPERATOR(pg_catalog.<) $1"
-													"    LIMIT $2 FOR UPDATE SKIP LOCKED))",
+													"    LIMIT $2 FOR UPDATE SKIP LOCKED))"
+													SWEPT_RETURNING,
 													2, types),
-									 values, NULL, 0, SPI_OK_DELETE);
+									 values, NULL, 0, SPI_OK_DELETE_RETURNING));
 
 	/* a window start in [1 - SWEEP_BLOCKS, nblocks - 1], cut to the table */
 	{
@@ -585,16 +636,17 @@ dlock_lease_store_delete_idle(TimestampTz before, int limit, bool whole_table)
 	}
 	values[2] = PointerGetDatum(&from);
 	values[3] = PointerGetDatum(&to);
-	return (int64) dlock_spi_run(dlock_spi_plan(&window_plan,
+	return note_swept(dlock_spi_run(dlock_spi_plan(&window_plan,
 												"DELETE FROM " DLOCK_SCHEMA ".lease"
 												" WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
 												"   SELECT ctid FROM " DLOCK_SCHEMA ".lease"
 												"    WHERE ctid OPERATOR(pg_catalog.>=) $3"
 												"      AND ctid OPERATOR(pg_catalog.<) $4"
 												"      AND expires_at OPERATOR(pg_catalog.<) $1"
-												"    LIMIT $2 FOR UPDATE SKIP LOCKED))",
+												"    LIMIT $2 FOR UPDATE SKIP LOCKED))"
+												SWEPT_RETURNING,
 												4, types),
-								 values, NULL, 0, SPI_OK_DELETE);
+								 values, NULL, 0, SPI_OK_DELETE_RETURNING));
 }
 
 /*

@@ -20,6 +20,7 @@
  */
 extern int64 dlock_lease_sweep(int64 idle_us, int limit, bool whole_table);
 extern int64 dlock_claim_sweep(int64 idle_us, int limit);
+extern int64 dlock_history_sweep(int64 retention_us, int limit);
 extern bool dlock_lease_delete_abandoned(text *key, text *holder, Oid owner,
 										 int64 token);
 
@@ -29,6 +30,7 @@ extern bool dlock_lease_delete_abandoned(text *key, text *holder, Oid owner,
  *		(maint_worker.c), for maint_sql.c.
  * ----------------
  */
-extern int64 dlock_worker_cleanup(int64 idle_us, int limit);
+extern int64 dlock_worker_cleanup(int64 idle_us, int64 retention_us,
+								  int limit);
 
 #endif							/* DLOCK_MAINT_INT_H */

@@ -20,8 +20,9 @@
  *
  * Deletes the rows of lease keys, and the claim rows, that have been free
  * or expired for longer than idle (NULL: dlock.idle_key_lifetime), never a
- * live lease or claim nor a poisoned claim row; returns how many.  At most
- * DLOCK_CLEANUP_MAX_ROWS of each per call: call it again while it returns
+ * live lease or claim nor a poisoned claim row, and (0.5) the rows of
+ * dlock.history older than dlock.history_retention; returns how many.  At
+ * most DLOCK_CLEANUP_MAX_ROWS of each per call: call it again while it returns
  * more than zero.  The deletes are made and committed by dlock's
  * background worker (maint_worker.c), not in the caller's transaction, which is
  * left holding nothing.  Acquires and claims do this now and then by
@@ -44,5 +45,7 @@ dlock_cleanup_sql(PG_FUNCTION_ARGS)
 					 errmsg("idle must not be negative")));
 	}
 	dlock_arg_writes_allowed("dlock_cleanup()");
-	PG_RETURN_INT64(dlock_worker_cleanup(idle_us, DLOCK_CLEANUP_MAX_ROWS));
+	PG_RETURN_INT64(dlock_worker_cleanup(idle_us,
+										 (int64) dlock_history_retention_s * USECS_PER_SEC,
+										 DLOCK_CLEANUP_MAX_ROWS));
 }

@@ -2,9 +2,10 @@
  *
  * maint_sweep.c
  *		Deleting the rows of lease keys and of claims that have been free
- *		or expired for longer than dlock.idle_key_lifetime: the sweep that
- *		grants and claims run now and then (drawn in base_worker.c), and
- *		dlock_cleanup()'s deletes.
+ *		or expired for longer than dlock.idle_key_lifetime, and the rows of
+ *		dlock.history older than dlock.history_retention (a bounded batch
+ *		each time): the sweep that grants and claims run now and then
+ *		(drawn in base_worker.c), and dlock_cleanup()'s deletes.
  *
  * A sweep must never make a free key (or row) look taken, nor hold
  * anything past its own work.  It takes no key lock: one statement locks
@@ -40,6 +41,7 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "history/history.h"
 #include "lease/lease.h"
 #include "maint/maint_int.h"
 
@@ -85,6 +87,24 @@ dlock_claim_sweep(int64 idle_us, int limit)
 }
 
 /*
+ * Delete up to limit rows of dlock.history whose tenures ended more than
+ * retention_us ago (0: none, they are kept forever); returns how many.
+ */
+int64
+dlock_history_sweep(int64 retention_us, int limit)
+{
+	DlockSpi	spi;
+	int64		n;
+
+	if (retention_us <= 0)
+		return 0;
+	dlock_spi_begin(&spi);
+	n = dlock_history_store_sweep(GetCurrentTimestamp() - retention_us, limit);
+	dlock_spi_end(&spi);
+	return n;
+}
+
+/*
  * dlock's worker (wait_abandon.c): delete the row of an abandoned hand-over
  * grant, if it still holds that grant; true if it did.
  */
@@ -106,6 +126,7 @@ typedef struct SweepsDrawn
 	bool		leases;
 	bool		claims;
 	int64		idle_us;
+	int64		retention_us;	/* dlock.history_retention */
 } SweepsDrawn;
 
 static bool
@@ -117,6 +138,8 @@ sweep_drawn(void *arg)
 		(void) dlock_lease_sweep(d->idle_us, DLOCK_SWEEP_ROWS, false);
 	if (d->claims)
 		(void) dlock_claim_sweep(d->idle_us, DLOCK_CLAIM_SWEEP_ROWS);
+	/* and a batch of old history, whichever was drawn */
+	(void) dlock_history_sweep(d->retention_us, DLOCK_HISTORY_SWEEP_ROWS);
 	return true;
 }
 
@@ -134,6 +157,7 @@ sweep_now(bool leases, bool claims)
 	d.leases = leases;
 	d.claims = claims;
 	d.idle_us = (int64) dlock_idle_key_lifetime_s * USECS_PER_SEC;
+	d.retention_us = (int64) dlock_history_retention_s * USECS_PER_SEC;
 	edata = dlock_subxact_run(sweep_drawn, &d, &kept);
 	if (edata != NULL)
 	{

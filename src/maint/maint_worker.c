@@ -54,21 +54,24 @@
 typedef struct CleanupRequest
 {
 	int64		idle_us;
+	int64		retention_us;	/* the caller's dlock.history_retention */
 	int			limit;
 	bool		done;			/* the worker did it all */
 	int64		leases;			/* rows deleted */
 	int64		claims;
+	int64		history;
 	int			sqlerrcode;		/* else its error, if it got one */
 	char		message[256];
 } CleanupRequest;
 
 /*
  * dlock_cleanup(): have a worker delete up to limit lease and limit claim
- * rows idle for longer than idle_us, and wait for it; returns how many it
+ * rows idle for longer than idle_us, and up to limit rows of dlock.history
+ * older than retention_us (0: none), and wait for it; returns how many it
  * deleted.  An error of the worker is raised here.
  */
 int64
-dlock_worker_cleanup(int64 idle_us, int limit)
+dlock_worker_cleanup(int64 idle_us, int64 retention_us, int limit)
 {
 	dsm_segment *seg = dsm_create(sizeof(CleanupRequest), 0);
 	CleanupRequest *req = dsm_segment_address(seg);
@@ -78,6 +81,7 @@ dlock_worker_cleanup(int64 idle_us, int limit)
 
 	memset(req, 0, sizeof(*req));
 	req->idle_us = idle_us;
+	req->retention_us = retention_us;
 	req->limit = limit;
 	if (!dlock_worker_launch(DLOCK_TASK_CLEANUP, "dlock: cleanup",
 					  dsm_segment_handle(seg), &handle))
@@ -106,7 +110,7 @@ dlock_worker_cleanup(int64 idle_us, int limit)
 				(errcode(req->sqlerrcode != 0 ? req->sqlerrcode : ERRCODE_INTERNAL_ERROR),
 				 errmsg("dlock_cleanup() failed in its background worker: %s",
 						req->message[0] != '\0' ? req->message : "it ended early")));
-	n = req->leases + req->claims;
+	n = req->leases + req->claims + req->history;
 	dsm_detach(seg);
 	return n;
 }
@@ -168,7 +172,7 @@ undo_all(void)
 	}
 }
 
-/* dlock_cleanup()'s deletes, a transaction for leases and one for claims */
+/* dlock_cleanup()'s deletes, a transaction for leases, claims and history */
 static void
 cleanup_task(dsm_handle h)
 {
@@ -185,6 +189,9 @@ cleanup_task(dsm_handle h)
 		end_work();
 		begin_work("dlock: deleting idle claim rows");
 		req->claims = dlock_claim_sweep(req->idle_us, req->limit);
+		end_work();
+		begin_work("dlock: deleting old history rows");
+		req->history = dlock_history_sweep(req->retention_us, req->limit);
 		end_work();
 		req->done = true;
 	}

@@ -2,8 +2,8 @@
  *
  * views_sql.c
  *		The functions behind dlock's views and counters: dlock_locks,
- *		dlock_claims, dlock_waiters and dlock_stats, and who may see which
- *		of their rows.
+ *		dlock_claims, dlock_history, dlock_waiters and dlock_stats, and who
+ *		may see which of their rows.
  *
  * The lease and claim rows are read at the latest committed state (by
  * lease_store.c and claim_store.c).  A plain view over dlock.lease would
@@ -37,6 +37,7 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "history/history.h"
 #include "lease/lease.h"
 #include "wait/wait.h"
 
@@ -121,13 +122,13 @@ emit_visible(FunctionCallInfo fcinfo, DlockSpi *spi, uint64 n, int owner_col,
 
 			if (nulls[owner_col - 1] || !role_sees(caller, owner))
 				continue;
-			if (relid_col > 0)
+			/* a NULL table: not a claim (dlock_history's leases) */
+			if (relid_col > 0 && !nulls[relid_col - 1])
 			{
 				Oid			relid = DatumGetObjectId(values[relid_col - 1]);
 				bool		missing = false;
 
-				if (nulls[relid_col - 1] ||
-					pg_class_aclcheck_ext(relid, caller, ACL_SELECT, &missing) != ACLCHECK_OK ||
+				if (pg_class_aclcheck_ext(relid, caller, ACL_SELECT, &missing) != ACLCHECK_OK ||
 					missing)
 					continue;
 				if (key_col > 0 &&
@@ -180,6 +181,32 @@ dlock_claims_sql(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_spi_begin(&spi);
 	emit_visible(fcinfo, &spi, dlock_claim_store_read_live(), 4, 1, 2);
+	dlock_spi_end(&spi);
+	PG_RETURN_VOID();
+}
+
+/*
+ * dlock_history(of_key text) RETURNS SETOF record (kind text, key text,
+ *		table_name regclass, holder text, role regrole, token bigint,
+ *		granted_at timestamptz, ended_at timestamptz, ended text,
+ *		attempts integer)
+ *
+ * One row per ended tenure of a tracked lease key or claim table
+ * (dlock.history) that the caller may see, as in dlock_locks and
+ * dlock_claims: of roles whose privileges it has, and for claims on
+ * tables it may SELECT from and rows it can see; of of_key only, unless it
+ * is NULL (the view: every row).
+ */
+PG_FUNCTION_INFO_V1(dlock_history_sql);
+Datum
+dlock_history_sql(PG_FUNCTION_ARGS)
+{
+	DlockSpi	spi;
+	text	   *key = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+
+	InitMaterializedSRF(fcinfo, 0);
+	dlock_spi_begin(&spi);
+	emit_visible(fcinfo, &spi, dlock_history_store_read(key), 5, 3, 2);
 	dlock_spi_end(&spi);
 	PG_RETURN_VOID();
 }
