@@ -17,6 +17,12 @@ public final class ClaimOptions {
     Duration poll = Duration.ofSeconds(1);
     boolean untilEmpty;
     Duration retryAfter;
+    Duration wait;
+    Duration backoff;
+    Duration backoffMax;
+    String groupBy;
+    Integer perGroup;
+    boolean fair;
 
     /** The defaults: 10 rows a batch, ttl 30 s, every row, poll every second, never ending. */
     public ClaimOptions() {
@@ -114,6 +120,75 @@ public final class ClaimOptions {
         return this;
     }
 
+    /**
+     * How long one {@code dlock_claim} call waits in the server for rows
+     * (woken by a commit that may bring some) before the loop looks again
+     * (default null: no waiting in the server, poll instead).
+     *
+     * @param wait the wait, or null
+     * @return this
+     */
+    public ClaimOptions wait(Duration wait) {
+        this.wait = wait;
+        return this;
+    }
+
+    /**
+     * A row given back as failed is not claimable again before
+     * backoff * 2^(attempts - 1) ({@code dlock_claim}'s backoff).
+     *
+     * @param backoff the first delay, or null for none
+     * @return this
+     */
+    public ClaimOptions backoff(Duration backoff) {
+        this.backoff = backoff;
+        return this;
+    }
+
+    /**
+     * The longest delay of {@link #backoff}.
+     *
+     * @param backoffMax the cap, or null for the server's
+     * @return this
+     */
+    public ClaimOptions backoffMax(Duration backoffMax) {
+        this.backoffMax = backoffMax;
+        return this;
+    }
+
+    /**
+     * Groups the rows by this SQL expression over the table's columns, for
+     * {@link #perGroup} and {@link #fair}.
+     *
+     * @param groupBy an SQL expression, or null
+     * @return this
+     */
+    public ClaimOptions groupBy(String groupBy) {
+        this.groupBy = groupBy;
+        return this;
+    }
+
+    /**
+     * At most this many live claims in one group (with {@link #groupBy}).
+     *
+     * @param perGroup at least 1, or null for no limit
+     * @return this
+     */
+    public ClaimOptions perGroup(Integer perGroup) {
+        this.perGroup = perGroup;
+        return this;
+    }
+
+    /**
+     * Takes the groups in turn (with {@link #groupBy}).
+     *
+     * @return this
+     */
+    public ClaimOptions fair() {
+        this.fair = true;
+        return this;
+    }
+
     /** Checks the options; a copy. */
     ClaimOptions checked() {
         if (n < 1) {
@@ -124,6 +199,15 @@ public final class ClaimOptions {
         }
         if (poll == null || poll.isNegative()) {
             throw new IllegalArgumentException("dlock: poll must not be negative, not " + poll);
+        }
+        if (wait != null && wait.isNegative()) {
+            throw new IllegalArgumentException("dlock: wait must not be negative, not " + wait);
+        }
+        if (perGroup != null && perGroup < 1) {
+            throw new IllegalArgumentException("dlock: perGroup must be at least 1, not " + perGroup);
+        }
+        if ((perGroup != null || fair) && groupBy == null) {
+            throw new IllegalArgumentException("dlock: perGroup and fair need groupBy");
         }
         if (maxAttempts != null && maxAttempts < 1) {
             throw new IllegalArgumentException("dlock: maxAttempts must be at least 1, not " + maxAttempts);
@@ -140,6 +224,12 @@ public final class ClaimOptions {
         o.poll = poll;
         o.untilEmpty = untilEmpty;
         o.retryAfter = retryAfter;
+        o.wait = wait;
+        o.backoff = backoff;
+        o.backoffMax = backoffMax;
+        o.groupBy = groupBy;
+        o.perGroup = perGroup;
+        o.fair = fair;
         return o;
     }
 }

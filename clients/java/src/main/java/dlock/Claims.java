@@ -212,11 +212,49 @@ public final class Claims implements Iterable<Batch>, AutoCloseable {
         });
     }
 
+    /**
+     * dlock_claim's named arguments of the options that are set, as SQL
+     * after its first six; their values are added to values.
+     */
+    private String namedArguments(List<Object> values) {
+        StringBuilder sql = new StringBuilder();
+        ClaimOptions o = options;
+        if (o.wait != null && !o.wait.isZero()) {
+            sql.append(", wait => ?").append(MICROS);
+            values.add(o.wait.toNanos() / 1000);
+        }
+        if (o.backoff != null) {
+            sql.append(", backoff => ?").append(MICROS);
+            values.add(o.backoff.toNanos() / 1000);
+        }
+        if (o.backoffMax != null) {
+            sql.append(", backoff_max => ?").append(MICROS);
+            values.add(o.backoffMax.toNanos() / 1000);
+        }
+        if (o.groupBy != null) {
+            sql.append(", group_by => ?::text");
+            values.add(o.groupBy);
+        }
+        if (o.perGroup != null) {
+            sql.append(", per_group => ?::integer");
+            values.add(o.perGroup);
+        }
+        if (o.fair) {
+            sql.append(", fair => true");
+        }
+        return sql.toString();
+    }
+
     /** One dlock_claim call: the rows, whole, in the order claimed. */
     private List<Map<String, Object>> claimRows() throws SQLException {
-        String sql = "SELECT * FROM dlock_claim(NULL::" + table + ", ?, ?, ?" + MICROS + ", ?, ?, ?)";
+        List<Object> named = new ArrayList<>();
+        String sql = "SELECT * FROM dlock_claim(NULL::" + table + ", ?, ?, ?" + MICROS + ", ?, ?, ?"
+                + namedArguments(named) + ")";
         return onOwn(c -> {
             try (PreparedStatement ps = c.prepareStatement(sql)) {
+                for (int i = 0; i < named.size(); i++) {
+                    ps.setObject(7 + i, named.get(i));
+                }
                 ps.setString(1, holder);
                 ps.setInt(2, options.n);
                 ps.setLong(3, options.ttl.toNanos() / 1000);
@@ -276,7 +314,9 @@ public final class Claims implements Iterable<Batch>, AutoCloseable {
                 ended = true;
                 break;
             }
-            long until = System.nanoTime() + options.poll.toNanos();
+            // a call that waited in the server looks again at once
+            long until = System.nanoTime()
+                    + (options.wait != null && !options.wait.isZero() ? 0 : options.poll.toNanos());
             while (!closed && System.nanoTime() - until < 0) {
                 try {
                     TimeUnit.NANOSECONDS.sleep(Math.min(until - System.nanoTime(), 50_000_000L));

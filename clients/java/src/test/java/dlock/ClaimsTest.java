@@ -2,7 +2,6 @@ package dlock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -14,13 +13,12 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.TestInfo;
 import org.postgresql.ds.PGSimpleDataSource;
 
@@ -34,18 +32,7 @@ class ClaimsTest {
 
     @BeforeAll
     static void dataSource() {
-        String dsn = System.getenv("DLOCK_TEST_DSN");
-        assertNotNull(dsn, "DLOCK_TEST_DSN is not set (scripts/test-clients.sh sets it)");
-        Map<String, String> kw = new HashMap<>();
-        for (String part : dsn.trim().split("\\s+")) {
-            int eq = part.indexOf('=');
-            kw.put(part.substring(0, eq), part.substring(eq + 1));
-        }
-        ds = new PGSimpleDataSource();
-        ds.setServerNames(new String[] {kw.getOrDefault("host", "127.0.0.1")});
-        ds.setPortNumbers(new int[] {Integer.parseInt(kw.getOrDefault("port", "5432"))});
-        ds.setUser(kw.getOrDefault("user", "postgres"));
-        ds.setDatabaseName(kw.getOrDefault("dbname", "postgres"));
+        ds = TestDb.dataSource();
     }
 
     /** A table of this test alone, with rows 1 to 25 to do (status 0). */
@@ -155,4 +142,39 @@ class ClaimsTest {
             assertNull(loop.next(), "rows given back as failed were claimed again");
         }
     }
+
+    /** A loop with wait waits in the server for a row inserted meanwhile. */
+    @Timeout(60) // without the wait, it would poll in an hour
+    @Test
+    void claimsWaitInTheServer() throws Exception {
+        sql("DELETE FROM " + table);
+        try (Claims loop = Dlock.claims(ds, table, "worker-5",
+                Dlock.claimOptions().n(5).wait(Duration.ofSeconds(20)).poll(Duration.ofHours(1)))) {
+            new Thread(() -> {
+                try {
+                    Thread.sleep(300);
+                    sql("INSERT INTO " + table + " VALUES (77)");
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            }).start();
+            long start = System.nanoTime();
+            Batch batch = loop.next();
+            assertEquals(List.of(77), batch.keys());
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(15), "not woken within the wait");
+        }
+    }
+
+    /** groupBy with perGroup: at most that many live claims per group. */
+    @Test
+    void claimsPerGroup() throws SQLException {
+        try (Claims loop = Dlock.claims(ds, table, "worker-6",
+                Dlock.claimOptions().n(10).groupBy("id % 3").perGroup(1).orderBy("id"))) {
+            Batch batch = loop.next();
+            assertEquals(List.of(1, 2, 3), batch.keys());
+        }
+        assertThrows(IllegalArgumentException.class,
+                () -> Dlock.claims(ds, table, "worker-7", Dlock.claimOptions().perGroup(1)));
+    }
+
 }

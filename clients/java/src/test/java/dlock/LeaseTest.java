@@ -48,19 +48,7 @@ class LeaseTest {
 
     @BeforeAll
     static void dataSource() {
-        String dsn = System.getenv("DLOCK_TEST_DSN");
-        assertNotNull(dsn, "DLOCK_TEST_DSN is not set (scripts/test-clients.sh sets it)");
-        Map<String, String> kw = new HashMap<>();
-        for (String part : dsn.trim().split("\\s+")) {
-            int eq = part.indexOf('=');
-            kw.put(part.substring(0, eq), part.substring(eq + 1));
-        }
-        ds = new PGSimpleDataSource();
-        ds.setServerNames(new String[] {kw.getOrDefault("host", "127.0.0.1")});
-        ds.setPortNumbers(new int[] {Integer.parseInt(kw.getOrDefault("port", "5432"))});
-        ds.setUser(kw.getOrDefault("user", "postgres"));
-        ds.setDatabaseName(kw.getOrDefault("dbname", "postgres"));
-        ds.setApplicationName("dlock-java-test");
+        ds = TestDb.dataSource();
     }
 
     @BeforeEach
