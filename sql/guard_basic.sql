@@ -16,7 +16,7 @@ SELECT p.oid::regprocedure AS function,
        pg_get_function_result(p.oid) AS returns, p.proisstrict AS strict
   FROM pg_proc p
  WHERE p.proname IN ('dlock_guard', 'dlock_unguard', 'dlock_guard_trigger')
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text;
 SELECT attname, atttypid::regtype FROM pg_attribute
  WHERE attrelid = 'dlock_guards'::regclass AND attnum > 0 ORDER BY attnum;
 
@@ -205,9 +205,9 @@ SET ROLE regress_dlock_guard_other;
 SELECT dlock_guard('reports', $$'g/' || id$$);
 \echo :LAST_ERROR_SQLSTATE
 SELECT dlock_unguard('reports');
-SELECT table_name FROM dlock_guards ORDER BY 1::text;
+SELECT table_name FROM dlock_guards ORDER BY table_name::text;
 RESET ROLE;
-SELECT table_name FROM dlock_guards ORDER BY 1::text;
+SELECT table_name FROM dlock_guards ORDER BY table_name::text;
 SELECT dlock_unguard('reports'), dlock_unguard('hidden');
 DROP TABLE hidden;
 

@@ -57,9 +57,9 @@ COMMIT;
 is($node->safe_psql('src', "SELECT tok = $t FROM reports WHERE id = 1"), 't',
 	'source: the fenced update stamped its token');
 
-my $guards = q{SELECT table_name, key, operations, token_column FROM dlock_guards ORDER BY 1::text};
+my $guards = q{SELECT table_name, key, operations, token_column FROM dlock_guards ORDER BY table_name::text};
 my $source_guards = $node->safe_psql('src', $guards);
-is($source_guards, "reports|'rep/' || id|{update,delete}|tok\nparts|'part'|{insert,update,delete}|",
+is($source_guards, "parts|'part'|{insert,update,delete}|\nreports|'rep/' || id|{update,delete}|tok",
 	'source: dlock_guards shows both guards');
 
 my $dir = PostgreSQL::Test::Utils::tempdir;

@@ -37,7 +37,7 @@ SELECT dlock_guard('reports', $$'rep/' || id$$, token_column => 'tok');
 $pub->safe_psql('postgres', $ddl);
 $sub->safe_psql('postgres', $ddl);
 $pub->safe_psql('postgres', 'CREATE PUBLICATION reports_pub FOR TABLE reports');
-my $connstr = $pub->connstr('postgres');
+my $connstr = $pub->connstr . ' dbname=postgres';
 $sub->safe_psql('postgres',
 	"CREATE SUBSCRIPTION reports_sub CONNECTION '$connstr' PUBLICATION reports_pub");
 $sub->wait_for_subscription_sync($pub, 'reports_sub');
