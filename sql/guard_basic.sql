@@ -225,6 +225,25 @@ ROLLBACK;
 SELECT dlock_unguard('"g s""; DROP"."t''; --"');
 DROP SCHEMA "g s""; DROP" CASCADE;
 
+-- the key is resolved with search_path pinned: a writer's own || operator,
+-- first in its search_path, does not make every row's key 'g/1'
+CREATE TABLE pinned (id int PRIMARY KEY, body text);
+INSERT INTO pinned VALUES (1, 'one'), (2, 'two');
+SELECT dlock_guard('pinned', $$'g/' || id$$);
+CREATE SCHEMA gevil;
+CREATE FUNCTION gevil.cat(text, int) RETURNS text LANGUAGE sql AS $$SELECT 'g/1'$$;
+CREATE OPERATOR gevil.|| (leftarg = text, rightarg = int, function = gevil.cat);
+SET search_path = gevil, pg_catalog, public;
+SELECT 'g/' || 2 AS evil_concatenation;
+BEGIN;
+SELECT dlock_validate('g/1', 'w1', :t1b) AS fenced;
+UPDATE pinned SET body = 'redirected' WHERE id = 2;
+ROLLBACK;
+RESET search_path;
+SELECT dlock_unguard('pinned');
+DROP TABLE pinned;
+DROP SCHEMA gevil CASCADE;
+
 -- a partitioned table: the guard on the parent applies to its partitions,
 -- present and attached later; TRUNCATE of a present partition is refused
 CREATE TABLE parts (id int PRIMARY KEY, body text) PARTITION BY RANGE (id);
