@@ -267,6 +267,20 @@ UPDATE parts SET id = 1 WHERE id = 11;
 ROLLBACK;
 TRUNCATE parts;
 TRUNCATE parts_low;
+-- a partition made after dlock_guard has no statement trigger: the check
+-- before TRUNCATE (dlock's ProcessUtility hook) refuses it all the same
+TRUNCATE parts_high;
+-- unless the owner disabled the guard's row trigger there
+ALTER TABLE parts_high DISABLE TRIGGER zz_dlock_guard;
+TRUNCATE parts_high;
+ALTER TABLE parts_high ENABLE TRIGGER zz_dlock_guard;
+-- and session_replication_role = replica bypasses it, as it bypasses the
+-- row trigger (logical replication's apply)
+SET session_replication_role = replica;
+INSERT INTO parts VALUES (12, 'replicated');
+TRUNCATE parts_high;
+RESET session_replication_role;
+INSERT INTO parts VALUES (13, 'origin again');
 SELECT table_name FROM dlock_guards;
 SELECT dlock_unguard('parts');
 SELECT count(*) AS triggers FROM pg_trigger

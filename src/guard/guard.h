@@ -5,8 +5,8 @@
  *		transaction fenced the row's key (dlock_validate) or its claim
  *		(dlock_claimed).  A layer above lease and claim, whose fences it
  *		reads from base_fence.c; nothing calls into it but its own SQL entry
- *		points (guard_sql.c), so this header declares what guard_sql.c
- *		calls.
+ *		points (guard_sql.c) and dlock.c (dlock_guard_init), so this header
+ *		declares what those call.
  *
  * A guard is two triggers on the table, both running
  * dlock_guard_trigger(): a BEFORE row trigger for the guarded operations,
@@ -65,6 +65,14 @@ extern text *dlock_guard_key_of(Relation rel, const char *expr,
  * ----------------
  */
 extern HeapTuple dlock_guard_row(TriggerData *td);
-extern void dlock_guard_refuse_truncate(TriggerData *td);
+
+/* ----------------
+ * guard_truncate.c
+ *		TRUNCATE refused: the statement trigger's error, and the check
+ *		through dlock's ProcessUtility hook.
+ * ----------------
+ */
+extern void dlock_guard_refuse_truncate(Relation rel);
+extern void dlock_guard_init(void);
 
 #endif							/* DLOCK_GUARD_H */

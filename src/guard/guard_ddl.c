@@ -14,8 +14,8 @@
  *
  * On a partitioned table the row trigger is cloned onto every partition,
  * present and future, by PostgreSQL; a statement trigger is not, so the
- * TRUNCATE trigger is put on each present partition too (TRUNCATE of a
- * partition attached later is not refused: docs/guarantees.md).
+ * TRUNCATE trigger is put on each present partition too (a partition
+ * attached later is covered by guard_truncate.c's check).
  *
  *-------------------------------------------------------------------------
  */

@@ -5,8 +5,7 @@
  *		is allowed when this transaction fenced the row's key (a
  *		dlock_validate of that key that returned true) or, on a table that
  *		rows are claimed from, the row's claim (a dlock_claimed of it that
- *		returned true); anything else is refused with SQLSTATE LK001, and
- *		so is every TRUNCATE.
+ *		returned true); anything else is refused with SQLSTATE LK001.
  *
  * The key of an insert is the new row's, of a delete the old row's; an
  * update needs the fence of the old row's key and, when the update
@@ -197,16 +196,4 @@ dlock_guard_row(TriggerData *td)
 	if (column != NULL)
 		return stamp(rel, column, f, oldtup, newtup);
 	return newtup;
-}
-
-/* The TRUNCATE trigger: always an error. */
-void
-dlock_guard_refuse_truncate(TriggerData *td)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DLOCK_GUARD_REFUSED),
-			 errmsg("truncate of guarded table %s refused",
-					qualified_name(td->tg_relation)),
-			 errdetail("TRUNCATE fires no row trigger: the guard could not check the keys of the rows it removes."),
-			 errhint("Delete the rows under their fences, or call dlock_unguard(tbl) first.")));
 }

@@ -3,7 +3,8 @@
  * guard_sql.c
  *		SQL-callable entry points of the guard: dlock_guard, dlock_unguard
  *		and the triggers' function dlock_guard_trigger.  Each checks and
- *		unpacks its arguments and calls guard_ddl.c or guard_row.c.
+ *		unpacks its arguments and calls guard_ddl.c, guard_row.c or
+ *		guard_truncate.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -79,7 +80,7 @@ dlock_guard_trigger(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("dlock_guard_trigger() was not called by trigger manager")));
 	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
-		dlock_guard_refuse_truncate(td);
+		dlock_guard_refuse_truncate(td->tg_relation);
 	if (!TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
 		!TRIGGER_FIRED_BEFORE(td->tg_event))
 		ereport(ERROR,
