@@ -129,6 +129,14 @@ ROLLBACK;
 
 -- TRUNCATE is refused; COPY FROM fires the row trigger
 TRUNCATE reports;
+-- the statement trigger alone refuses it too (a backend that has not
+-- loaded dlock makes no check before TRUNCATE): made to fire under
+-- session_replication_role = replica, where that check stands aside
+ALTER TABLE reports ENABLE ALWAYS TRIGGER zz_dlock_guard_truncate;
+SET session_replication_role = replica;
+TRUNCATE reports;
+RESET session_replication_role;
+ALTER TABLE reports ENABLE TRIGGER zz_dlock_guard_truncate;
 COPY reports (id, body) FROM stdin;
 4	copied
 \.
@@ -267,6 +275,11 @@ UPDATE parts SET id = 1 WHERE id = 11;
 ROLLBACK;
 TRUNCATE parts;
 TRUNCATE parts_low;
+ALTER TABLE parts_low ENABLE ALWAYS TRIGGER zz_dlock_guard_truncate;
+SET session_replication_role = replica;
+TRUNCATE parts_low;
+RESET session_replication_role;
+ALTER TABLE parts_low ENABLE TRIGGER zz_dlock_guard_truncate;
 -- a partition made after dlock_guard has no statement trigger: the check
 -- before TRUNCATE (dlock's ProcessUtility hook) refuses it all the same
 TRUNCATE parts_high;
