@@ -296,3 +296,63 @@ AS $$
 $$;
 COMMENT ON FUNCTION dlock_held_at(text, timestamptz) IS
 'who held the lease key at the time at (a tracked key): holder, token, when granted, when and how it ended (NULL: still held)';
+
+-- ==== dlock_guard: fenced writes a table enforces (issue 40) ====
+-- A guard is two triggers on the user's table, running dlock_guard_trigger
+-- (guard_ddl.c): a BEFORE row trigger, whose arguments are the key
+-- expression and the token column (the guard's whole configuration: cloned
+-- onto partitions, dumped and restored with the trigger, so a guard needs no
+-- table of dlock's), and a BEFORE TRUNCATE statement trigger that refuses
+-- TRUNCATE.  The trigger's SET search_path pins the resolution of the key
+-- expression (guard_key.c).
+CREATE FUNCTION dlock_guard_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'dlock_guard_trigger'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_guard_trigger() IS
+'the triggers of dlock_guard: a guarded row write is refused (SQLSTATE LK001) unless the transaction fenced the row''s key (dlock_validate) or claim (dlock_claimed); TRUNCATE is refused';
+
+CREATE FUNCTION dlock_guard(tbl regclass, key text,
+                            operations text[] DEFAULT '{insert,update,delete}',
+                            token_column name DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dlock_guard_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_guard(regclass, text, text[], name) IS
+'guard tbl (its owner or a superuser): its inserts, updates and deletes are refused unless the transaction fenced the row''s key, the expression key over the row''s columns (dlock_validate), or the row''s claim (dlock_claimed); TRUNCATE is refused; token_column is stamped with the fence''s token';
+
+CREATE FUNCTION dlock_unguard(tbl regclass)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_unguard_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION dlock_unguard(regclass) IS
+'take the guard off tbl (its owner or a superuser); false when it had none';
+
+-- read from the triggers themselves (a partition's clone is not a guard of
+-- its own); tables the caller may SELECT from or owns
+CREATE VIEW dlock_guards WITH (security_barrier = true) AS
+    SELECT c.oid::pg_catalog.regclass AS table_name,
+           pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, a.end1 - 1),
+                                   pg_catalog.getdatabaseencoding()) AS key,
+           ARRAY(SELECT o.op FROM (VALUES (1, 4, 'insert'), (2, 16, 'update'),
+                                          (3, 8, 'delete')) AS o(n, bit, op)
+                  WHERE t.tgtype::integer & o.bit <> 0 ORDER BY o.n)::text[] AS operations,
+           NULLIF(pg_catalog.convert_from(
+               pg_catalog.substring(a.rest, 1, pg_catalog.position(a.rest, '\x00'::pg_catalog.bytea) - 1),
+               pg_catalog.getdatabaseencoding()), '')::pg_catalog.name AS token_column
+      FROM pg_catalog.pg_trigger t
+      JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+      JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+      CROSS JOIN LATERAL (
+          SELECT pg_catalog.position(t.tgargs, '\x00'::pg_catalog.bytea) AS end1,
+                 pg_catalog.substring(t.tgargs,
+                     pg_catalog.position(t.tgargs, '\x00'::pg_catalog.bytea) + 1) AS rest) a
+     WHERE p.proname = 'dlock_guard_trigger' AND t.tgname = 'zz_dlock_guard'
+       AND t.tgparentid = 0 AND t.tgnargs = 2
+       AND (pg_catalog.has_table_privilege(c.oid, 'SELECT')
+            OR pg_catalog.pg_has_role(c.relowner, 'USAGE'));
+GRANT SELECT ON dlock_guards TO PUBLIC;
+COMMENT ON VIEW dlock_guards IS 'one row per guarded table (dlock_guard) that you can read or own: its key expression, guarded operations and token column';

@@ -72,6 +72,15 @@ dlock_heap_update_waiting(Relation rel, ItemPointer otid, HeapTuple tup,
 	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
 #endif
 
+/* PostgreSQL 16 replaced pg_class_ownercheck by object_ownercheck */
+#if PG_VERSION_NUM >= 160000
+#define dlock_class_ownercheck(relid, role) \
+	object_ownercheck(RelationRelationId, (relid), (role))
+#else
+#define dlock_class_ownercheck(relid, role) \
+	pg_class_ownercheck((relid), (role))
+#endif
+
 /* PostgreSQL 16 replaced pg_namespace_aclcheck by object_aclcheck */
 #if PG_VERSION_NUM >= 160000
 #define dlock_namespace_aclcheck(nsp, role, mode) \

@@ -33,6 +33,7 @@
 #include "watch/watch.h"
 #include "lease/lease.h"
 #include "maint/maint.h"
+#include "guard/guard.h"
 
 PG_MODULE_MAGIC;
 
@@ -82,6 +83,7 @@ _PG_init(void)
 
 	dlock_xact_init();
 	dlock_sweep_init();
+	dlock_guard_init();		/* guard (issue 40): TRUNCATE refused */
 
 	if (process_shared_preload_libraries_in_progress)
 	{

@@ -3,7 +3,8 @@
  * base/base.h
  *		What the base layer offers every family: limits, arguments, key lock
  *		tags, keys, settings, SPI as dlock's owner, counters, direct heap and
- *		index access, and fencing tokens.  Nothing in base/ calls up into a
+ *		index access, fencing tokens, and the notes of this transaction's
+ *		fences.  Nothing in base/ calls up into a
  *		family.  What only base/ files share is in base_int.h.
  *
  *-------------------------------------------------------------------------
@@ -84,6 +85,19 @@ extern int	dlock_arg_slots(FunctionCallInfo fcinfo, int argno);
 extern bool dlock_arg_token(FunctionCallInfo fcinfo, int argno, bool null_ok,
 							int64 *token);
 extern int64 dlock_interval_usecs(const Interval *iv);
+
+/* ----------------
+ * base_fence.c
+ *		The fences of this transaction (dlock_validate's keys and tokens,
+ *		dlock_claimed's rows), noted by the lease and claim layers and asked
+ *		about by the guard (base_fence.c).
+ * ----------------
+ */
+extern void dlock_fence_note_key(text *key, int64 token);
+extern void dlock_fence_note_row(Oid relid, text *key);
+extern bool dlock_fence_find_key(const char *data, int len, int64 *token);
+extern bool dlock_fence_find_row(Oid relid, text *key);
+extern bool dlock_fence_any_rows(void);
 
 /* ----------------
  * base_keylock.c

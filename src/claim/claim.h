@@ -15,6 +15,8 @@
 #include "access/attnum.h"
 #include "fmgr.h"
 #include "datatype/timestamp.h"
+#include "access/htup.h"
+#include "access/tupdesc.h"
 
 /* ----------------
  * claim_target.c
@@ -92,6 +94,9 @@ extern bool dlock_claim_row_visible(const ClaimTarget *t, Datum value,
 									Oid type);
 extern int	dlock_claim_io_begin(const ClaimTarget *t, Oid other_type);
 extern void dlock_claim_io_end(int nestlevel);
+/* the guard's (src/guard/): a row's claim key */
+extern text *dlock_claim_row_key(Oid relid, HeapTuple tup,
+								 TupleDesc desc, Oid *claim_relid);
 
 /* ----------------
  * claim_manage.c

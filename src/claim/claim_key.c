@@ -26,6 +26,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/nbtree.h"
 #include "access/relation.h"
 #include "access/stratnum.h"
@@ -355,4 +356,31 @@ DlockKeyLock
 dlock_claim_keylock(Oid relid, text *key)
 {
 	return dlock_key_for_row(relid, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+}
+
+/*
+ * For the guard (src/guard/): the claim relid (*claim_relid) and claim key
+ * of row tup (of descriptor desc) of table relid, a table or partition
+ * that rows can be claimed from; NULL when relid is no such table or the
+ * row's primary key is NULL.  The key is the one dlock_claimed notes for
+ * its fence (base_fence.c).
+ */
+text *
+dlock_claim_row_key(Oid relid, HeapTuple tup, TupleDesc desc,
+					Oid *claim_relid)
+{
+	const ClaimTarget *t = dlock_claim_target_for_rel(relid, NULL);
+	Datum		value;
+	bool		isnull;
+	int			io;
+	text	   *key;
+
+	value = heap_getattr(tup, t->pk_attnum, desc, &isnull);
+	if (isnull)
+		return NULL;
+	*claim_relid = t->claim_relid;
+	io = dlock_claim_io_begin(t, InvalidOid);
+	key = dlock_claim_key_id(dlock_claim_key_text(t, value, t->pk_type));
+	dlock_claim_io_end(io);
+	return key;
 }

@@ -65,6 +65,9 @@ dlock_claim_check(const ClaimTarget *t, text *key, text *holder)
 		dlock_key_unlock(&kl, ShareLock);
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
 	}
+	else
+		/* for the guard (src/guard/): this transaction fenced the row */
+		dlock_fence_note_row(t->claim_relid, key);
 	return ok;
 }
 

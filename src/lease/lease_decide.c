@@ -323,7 +323,11 @@ dlock_lease_validate(text *key, text *holder, int64 token)
 	ok = lock_held_lease(&s, &k, holder, GetUserId(), true, token, ShareLock,
 						 &l, &now, &hl);
 	if (ok)
+	{
 		dlock_xact_note_key(&k.lock);
+		/* for the guard (src/guard/): this transaction fenced key */
+		dlock_fence_note_key(key, token);
+	}
 	else
 		dlock_count(DLOCK_STAT_VALIDATE_FAIL, 1);
 	dlock_store_close(&s);
