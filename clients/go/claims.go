@@ -55,6 +55,9 @@ func NewClaims(ctx context.Context, db *sql.DB, table, holder string, opts ...Op
 		return nil, fmt.Errorf("dlock: %q has no single-column primary key: dlock_claim needs one", table)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, dbError(err)
 	}
 	return &Claims{db: db, table: t, holder: holder, o: o}, nil
@@ -107,6 +110,9 @@ func (c *Claims) claimBatch(ctx context.Context) (*Batch, error) {
 	for rows.Next() {
 		var k, js string
 		if err := rows.Scan(&k, &js); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, dbError(err)
 		}
 		m := map[string]interface{}{}
@@ -187,6 +193,9 @@ func Work(ctx context.Context, db *sql.DB, table, holder string,
 	handler func(ctx context.Context, b *Batch) error, opts ...Option) error {
 	c, err := NewClaims(ctx, db, table, holder, opts...)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	defer c.Close(context.Background())
