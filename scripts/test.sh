@@ -121,6 +121,7 @@ on_exit() {
     trap - EXIT INT TERM
     [ -z "$STEP_PID" ] || kill -TERM "$STEP_PID" 2>/dev/null
     [ -z "${CLIENTS_PID:-}" ] || kill -TERM "$CLIENTS_PID" 2>/dev/null
+    [ -z "${ISOLATION_PID:-}" ] || kill -TERM "$ISOLATION_PID" 2>/dev/null
     dlock_cleanup
     stop_leftovers
     exit $rc
@@ -351,7 +352,11 @@ run_step() {
     local p servers=() others=()
     # (a backend retitles itself over its environment: it is found by its
     # working directory, a data directory under $BUILD/tmp_check)
-    for p in $(dlock_tagged_pids "DLOCK_STEP_TAG=$RUN_TAG/$name" "$BUILD/tmp_check"); do
+    # (only a TAP file starts servers under tmp_check; the isolation specs,
+    # which may run beside the TAP files, must not take theirs for their own)
+    local dirs=()
+    [[ $name != tap/* ]] || dirs=("$BUILD/tmp_check")
+    for p in $(dlock_tagged_pids "DLOCK_STEP_TAG=$RUN_TAG/$name" ${dirs[@]+"${dirs[@]}"}); do
         if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = postgres ]; then servers+=("$p"); else others+=("$p"); fi
     done
     STEP_LEFT=${servers[*]}
@@ -610,11 +615,8 @@ fail_fast() {
     NOTES+=("NOTE: [$1] left out after a failure (DLOCK_FAIL_FAST=1)")
 }
 
-if [ -n "$ONLY" ] && [ -z "$V_ISOLATION" ]; then
-    :
-elif fail_fast isolation; then
-    :
-elif [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
+# isolation_suite: the isolation specs (sets PASSED, FAILED, NOTES).
+isolation_suite() {
     T_ISOLATION=${DLOCK_TIMEOUT_ISOLATION:-$((60 * $(wc -w <<<"$I_LIST") + 60))}
     if [ "${DLOCK_FAIL_FAST:-0}" = 1 ]; then
         # one spec at a time, in the order given, up to the first failure
@@ -634,6 +636,31 @@ elif [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
         if [ "$SUITE_RC" -ne 0 ]; then
             show_file "$BUILD/output_iso/regression.diffs" 300
         fi
+    fi
+}
+
+# The specs spend most of their time asleep (waiting for leases to run out),
+# so they run in the background beside the TAP files (which start clusters
+# of their own) when both run and one failure need not stop the rest; their
+# output follows the TAP files', and their counts and notes are added then.
+ISOLATION_PID=
+if [ -n "$ONLY" ] && [ -z "$V_ISOLATION" ]; then
+    :
+elif fail_fast isolation; then
+    :
+elif [ -n "$V_ISOLATION" ] && [ -n "$I_LIST" ]; then
+    if [ "${DLOCK_FAIL_FAST:-0}" != 1 ] && [ -n "$V_TAP" ]; then
+        echo
+        echo "==> [isolation] starts beside the TAP files (output in $WORK/logs/isolation.out, shown after theirs)"
+        (
+            p0=$PASSED f0=$FAILED n0=${#NOTES[@]}
+            isolation_suite
+            echo "$((PASSED - p0)) $((FAILED - f0))" >"$WORK/logs/isolation.counts"
+            for n in "${NOTES[@]:n0}"; do echo "$n"; done >"$WORK/logs/isolation.notes"
+        ) </dev/null >"$WORK/logs/isolation.out" 2>&1 &
+        ISOLATION_PID=$!
+    else
+        isolation_suite
     fi
 else
     echo "==> [isolation] FAIL: no isolation test to run (ISOLATION: '${V_ISOLATION}')"
@@ -678,6 +705,23 @@ if [ "$FAILED" -gt 0 ]; then
 fi
 if grep -qE 'terminated by signal|was terminated by exception' "$DLOCK_SERVER_LOG" 2>/dev/null; then
     NOTES+=("NOTE: a backend of the test cluster crashed: $(grep -m1 -E 'terminated by signal|was terminated by exception' "$DLOCK_SERVER_LOG")")
+fi
+
+# the isolation specs run beside the TAP files: their output and counts
+if [ -n "$ISOLATION_PID" ]; then
+    wait "$ISOLATION_PID"
+    ISOLATION_PID=
+    echo
+    echo "==> [isolation] output (run beside the TAP files):"
+    cat "$WORK/logs/isolation.out"
+    if read -r ip if_ <"$WORK/logs/isolation.counts" 2>/dev/null; then
+        PASSED=$((PASSED + ip))
+        FAILED=$((FAILED + if_))
+        while IFS= read -r n; do [ -n "$n" ] && NOTES+=("$n"); done <"$WORK/logs/isolation.notes"
+    else
+        NOTES+=("FAIL: [isolation] its background run ended without counts; see its output above")
+        FAILED=$((FAILED + 1))
+    fi
 fi
 
 dlock_cluster_stop "$WORK/cluster"
