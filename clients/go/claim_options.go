@@ -43,15 +43,10 @@ func PerGroup(n int) Option { return func(o *options) { o.perGroup = n; o.claim 
 func Fair() Option { return func(o *options) { o.fair = true; o.claim = true } }
 
 func buildClaimOptions(opts []Option) (options, error) {
-	o := options{ttl: 30 * time.Second, n: 10, poll: time.Second}
-	for _, f := range opts {
-		f(&o)
-	}
+	o, err := applyOptions(options{ttl: 30 * time.Second, n: 10, poll: time.Second}, opts)
 	switch {
-	case o.ttl < time.Millisecond:
-		return o, fmt.Errorf("dlock: ttl must be at least 1 ms, not %v", o.ttl)
-	case o.wait < 0:
-		return o, fmt.Errorf("dlock: wait must not be negative, not %v", o.wait)
+	case err != nil:
+		return o, err
 	case o.n < 1:
 		return o, fmt.Errorf("dlock: n must be at least 1, not %d", o.n)
 	case o.poll <= 0:

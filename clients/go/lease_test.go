@@ -419,3 +419,43 @@ func TestServerStopAndRestart(t *testing.T) {
 		t.Fatalf("reason: %v", err)
 	}
 }
+
+// dlock_guard (issue 40): a write through Exec passes the table's guard
+// (its fence is the transaction's); a plain write is refused with LK001 and
+// writes nothing.
+func TestExecPassesAGuard(t *testing.T) {
+	eachDriver(t, func(t *testing.T, db *sql.DB) {
+		k := key(t, "guard")
+		tbl := fmt.Sprintf("guarded_go_%d", time.Now().UnixNano())
+		if _, err := db.Exec(fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, v text);"+
+			" INSERT INTO %s VALUES (1, 'before')", tbl, tbl)); err != nil {
+			t.Fatal(err)
+		}
+		defer db.Exec("DROP TABLE " + tbl)
+		if _, err := db.Exec("SELECT dlock_guard($1::regclass, $2)", tbl, "$k$"+k+"$k$"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.Exec(fmt.Sprintf("UPDATE %s SET v = 'unfenced' WHERE id = 1", tbl))
+		if sqlState(err) != "LK001" {
+			t.Fatalf("unfenced write: %v, want LK001", err)
+		}
+		l := mustAcquire(t, db, k, TTL(30*time.Second))
+		ctx := context.Background()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Exec(ctx, tx, fmt.Sprintf("UPDATE %s SET v = 'fenced' WHERE id = 1", tbl)); err != nil {
+			tx.Rollback()
+			t.Fatalf("fenced write: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		db.QueryRow(fmt.Sprintf("SELECT v FROM %s", tbl)).Scan(&v)
+		if v != "fenced" {
+			t.Fatalf("row holds %q", v)
+		}
+	})
+}

@@ -59,15 +59,10 @@ func Shared() Option { return func(o *options) { o.shared = true } }
 func OnLost(f func(*Lease)) Option { return func(o *options) { o.onLost = f } }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{ttl: 30 * time.Second}
-	for _, f := range opts {
-		f(&o)
-	}
+	o, err := applyOptions(options{ttl: 30 * time.Second}, opts)
 	switch {
-	case o.ttl < time.Millisecond:
-		return o, fmt.Errorf("dlock: ttl must be at least 1 ms, not %v", o.ttl)
-	case o.wait < 0:
-		return o, fmt.Errorf("dlock: wait must not be negative, not %v", o.wait)
+	case err != nil:
+		return o, err
 	case o.slots < 0:
 		return o, fmt.Errorf("dlock: slots must be at least 1, not %d", o.slots)
 	case o.slots > 0 && o.shared:
@@ -77,6 +72,21 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	if o.holder == "" {
 		o.holder = defaultHolder()
+	}
+	return o, nil
+}
+
+// applyOptions applies opts over the defaults o and checks what leases and
+// claim loops share: the ttl and the wait.
+func applyOptions(o options, opts []Option) (options, error) {
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.ttl < time.Millisecond {
+		return o, fmt.Errorf("dlock: ttl must be at least 1 ms, not %v", o.ttl)
+	}
+	if o.wait < 0 {
+		return o, fmt.Errorf("dlock: wait must not be negative, not %v", o.wait)
 	}
 	return o, nil
 }

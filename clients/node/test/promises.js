@@ -293,6 +293,27 @@ module.exports = function promisesTests(db, app) {
     }
   })
 
+  // dlock_guard (issue 40): lease.query's write passes the table's guard
+  test('lease.query passes a guarded table; a plain write is refused with LK001', async () => {
+    const k = key()
+    const table = `guarded_node_${crypto.randomBytes(6).toString('hex')}`
+    await db.query(`CREATE TABLE ${table} (id int PRIMARY KEY, v text); INSERT INTO ${table} VALUES (1, 'before')`)
+    try {
+      await db.query('SELECT dlock_guard($1::regclass, $2)', [table, `$k$${k}$k$`])
+      await assert.rejects(db.query(`UPDATE ${table} SET v = 'unfenced' WHERE id = 1`), (e) => e.code === 'LK001')
+      const lease = await dlock.acquire(app, k, { ttl: 30 })
+      try {
+        const r = await lease.query(app, `UPDATE ${table} SET v = 'fenced' WHERE id = 1`)
+        assert.equal(r.rowCount, 1)
+      } finally {
+        await lease.release()
+      }
+      assert.equal((await db.query(`SELECT v FROM ${table}`)).rows[0].v, 'fenced')
+    } finally {
+      await db.query(`DROP TABLE ${table}`)
+    }
+  })
+
   test('no change of hands between lease.query\'s fence and its write', async () => {
     const lock = 770202
     const blocker = await app.connect()

@@ -448,3 +448,24 @@ def test_loss_counted_from_the_sending_of_a_late_acquire(dsn, db, key, api):
     assert out["deadline"] <= sent_before + ttl, \
         "the first deadline was counted from the acquire's answer, not from its sending"
     assert holder_of(db, key) is None
+
+
+def test_execute_passes_a_guard(dsn, db, key):
+    """dlock_guard (issue 40): a write through lease.execute passes the
+    table's guard (its fence is the transaction's), a plain write is refused
+    with LK001 and writes nothing."""
+    table = f"guarded_{uuid.uuid4().hex[:12]}"
+    db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    try:
+        db.execute(f"INSERT INTO {table} VALUES (1, 'before')")
+        db.execute("SELECT dlock_guard(%s::regclass, %s)", (table, "$k$" + key + "$k$"))
+        with pytest.raises(psycopg.Error) as e:
+            db.execute(f"UPDATE {table} SET v = 'unfenced' WHERE id = 1")
+        assert e.value.sqlstate == "LK001"
+        with dlock.lease(dsn, key, ttl=30) as lease:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                cur = lease.execute(conn.cursor(), f"UPDATE {table} SET v = 'fenced' WHERE id = 1")
+                assert cur.rowcount == 1
+        assert db.execute(f"SELECT v FROM {table}").fetchone() == ("fenced",)
+    finally:
+        db.execute(f"DROP TABLE {table}")

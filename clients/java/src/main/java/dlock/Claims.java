@@ -15,7 +15,6 @@ import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 
 /**
@@ -39,7 +38,6 @@ public final class Claims implements Iterable<Batch>, AutoCloseable {
             + " JOIN pg_catalog.pg_class c ON c.oid = i.indrelid"
             + " JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
             + " WHERE i.indrelid = ?::pg_catalog.regclass AND i.indisprimary AND i.indnatts = 1";
-    private static final AtomicInteger THREADS = new AtomicInteger();
 
     private final DataSource ds;
     final String holder;
@@ -64,15 +62,7 @@ public final class Claims implements Iterable<Batch>, AutoCloseable {
         this.table = described[0];
         this.pk = described[1];
         this.pktype = described[2];
-        String name = "dlock-claims-" + THREADS.incrementAndGet();
-        AtomicInteger n = new AtomicInteger();
-        this.timers = new ScheduledThreadPoolExecutor(2, r -> {
-            Thread th = new Thread(r, name + "-" + n.incrementAndGet());
-            th.setDaemon(true);
-            return th;
-        });
-        timers.setRemoveOnCancelPolicy(true);
-        timers.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+        this.timers = Timers.daemons("dlock-claims");
     }
 
     /** Opens the loop: the table's name, primary key and its type, from the server. */

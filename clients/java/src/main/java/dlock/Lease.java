@@ -13,7 +13,6 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 
 /**
@@ -38,7 +37,6 @@ public final class Lease implements AutoCloseable {
     static final String NO_RENEWAL = "no renewal was confirmed within the ttl";
     static final String FENCE_NO = "the fence (dlock_validate) said no";
 
-    private static final AtomicInteger THREADS = new AtomicInteger();
 
     private final DataSource ds;
     private final Target target;
@@ -72,16 +70,7 @@ public final class Lease implements AutoCloseable {
         this.holder = o.holder;
         this.ttlNanos = o.ttl.toNanos();
         this.waitNanos = o.wait.toNanos();
-        String name = "dlock-lease-" + THREADS.incrementAndGet();
-        AtomicInteger n = new AtomicInteger();
-        this.timers = new ScheduledThreadPoolExecutor(2, r -> {
-            Thread th = new Thread(r, name + "-" + n.incrementAndGet());
-            th.setDaemon(true);
-            return th;
-        });
-        timers.setRemoveOnCancelPolicy(true);
-        timers.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
-        timers.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+        this.timers = Timers.daemons("dlock-lease");
     }
 
     /** Takes the lease: the key and holder for this process, then the server's tokens. */

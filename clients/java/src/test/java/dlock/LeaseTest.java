@@ -294,6 +294,31 @@ class LeaseTest {
         assertTrue(l.release());
     }
 
+    /** dlock_guard (issue 40): execute's write passes the guard; a plain write is refused with LK001. */
+    @Test
+    void fencedExecutePassesAGuard() throws SQLException {
+        String k = key("guard");
+        String tbl = "guarded_java_" + System.nanoTime();
+        sql("CREATE TABLE " + tbl + " (id int PRIMARY KEY, v text)");
+        try {
+            sql("INSERT INTO " + tbl + " VALUES (1, 'before')");
+            sql("SELECT dlock_guard(?::regclass, ?)", tbl, "$k$" + k + "$k$");
+            SQLException e = assertThrows(SQLException.class, () -> sql("UPDATE " + tbl + " SET v = 'unfenced' WHERE id = 1"));
+            assertEquals("LK001", e.getSQLState());
+            Lease l = acquire(k, Dlock.options().ttl(Duration.ofSeconds(30)));
+            try (Connection c = ds.getConnection()) {
+                assertEquals(1, l.execute(c, "UPDATE " + tbl + " SET v = 'fenced' WHERE id = 1"));
+            }
+            try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+                    ResultSet rs = st.executeQuery("SELECT v FROM " + tbl)) {
+                assertTrue(rs.next());
+                assertEquals("fenced", rs.getString(1));
+            }
+        } finally {
+            sql("DROP TABLE " + tbl);
+        }
+    }
+
     /**
      * No server: a DatabaseException without SQLSTATE; no answer in time
      * (dlock's lease table locked by an open transaction): a
