@@ -219,3 +219,30 @@ func TestClaimsWorkFailsOnError(t *testing.T) {
 		}
 	})
 }
+
+// A batch completed in part keeps the rest: renewed past the ttl (the
+// server renews fewer claims, as many as the batch still holds), and Close
+// gives back only those.
+func TestClaimsPartialComplete(t *testing.T) {
+	eachDriver(t, func(t *testing.T, db *sql.DB) {
+		tbl := claimTableOf(t, db, 2)
+		c, err := NewClaims(context.Background(), db, tbl, "partial", N(2), TTL(time.Second), OrderBy("id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Next(context.Background())
+		if err != nil || len(b.Keys()) != 2 {
+			t.Fatalf("next: %v %v", b, err)
+		}
+		if done, err := b.Complete(context.Background(), "1"); err != nil || len(done) != 1 {
+			t.Fatalf("complete 1: %v %v", done, err)
+		}
+		time.Sleep(1500 * time.Millisecond) // past the ttl: row 2 renewed
+		if err := b.Check(); err != nil {
+			t.Fatalf("the rest of a batch completed in part: %v", err)
+		}
+		if n, err := b.Close(context.Background()); n != 1 || err != nil {
+			t.Fatalf("close: %d %v", n, err)
+		}
+	})
+}

@@ -158,9 +158,11 @@ class ClaimsTest {
                     throw new IllegalStateException(e);
                 }
             }).start();
+            long waits = value("SELECT claim_waits FROM dlock_stats()");
             long start = System.nanoTime();
             Batch batch = loop.next();
             assertEquals(List.of(77), batch.keys());
+            assertTrue(value("SELECT claim_waits FROM dlock_stats()") > waits, "the claim did not wait in the server");
             assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(15), "not woken within the wait");
         }
     }
