@@ -34,6 +34,7 @@
 
 #include "base/base.h"
 #include "claim/claim.h"
+#include "compat.h"
 #include "guard/guard.h"
 
 /* what allowed a write of one row */
@@ -54,7 +55,7 @@ qualified_name(Relation rel)
 static bool
 claimable(Relation rel)
 {
-	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	Oid			pk = dlock_primary_key_index(rel);
 	Relation	idx;
 	bool		one;
 
